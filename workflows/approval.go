@@ -20,6 +20,7 @@ import (
 // entry a query lists, a decision by signal or update from someone with
 // the right role, until a deadline or the turn's cancellation.
 type waits struct {
+	t    *turn // the core: its request, agent, deadline, log and cancellation
 	appr approvals
 	asks questions
 }
@@ -29,10 +30,11 @@ type waits struct {
 // step boundary, where the turn continues as new, so nothing is carried;
 // remembered approvals are stored, not carried.
 func (w *waits) start(ctx workflow.Context, t *turn, _ *contract.TurnCarry) error {
-	if err := t.startApprovals(ctx); err != nil {
+	w.t = t
+	if err := w.startApprovals(ctx); err != nil {
 		return err
 	}
-	return t.startQuestions(ctx)
+	return w.startQuestions(ctx)
 }
 
 func (w *waits) carry(*contract.TurnCarry) error { return nil }
@@ -56,15 +58,15 @@ type decisionIn struct {
 
 // startApprovals registers the approve signal and update and the
 // pending_approvals query.
-func (t *turn) startApprovals(ctx workflow.Context) error {
+func (w *waits) startApprovals(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryPendingApprovals, func() ([]agent.PendingApproval, error) {
-		return append([]agent.PendingApproval{}, t.appr.pending...), nil
+		return append([]agent.PendingApproval{}, w.appr.pending...), nil
 	}, workflow.QueryHandlerOptions{Description: "tool calls waiting for approval"}); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateApprove,
 		func(ctx workflow.Context, d agent.ApprovalDecision) (contract.ApprovalAck, error) {
-			p, err := t.offer(d, agent.ViaUpdate)
+			p, err := w.offer(d, agent.ViaUpdate)
 			if err != nil {
 				return contract.ApprovalAck{}, contract.Failure(err)
 			}
@@ -79,7 +81,7 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 				if err := d.Complete(); err != nil {
 					return contract.Failure(err)
 				}
-				_, err := t.checkDecision(d)
+				_, err := w.checkDecision(d)
 				return contract.Failure(err)
 			},
 			Description: `decide a tool call waiting for approval: {"call_id","approved","reason","approver"}, ` +
@@ -92,10 +94,10 @@ func (t *turn) startApprovals(ctx workflow.Context) error {
 		Description: `decide a tool call waiting for approval: {"call_id","approved","reason","approver"}`,
 	})
 	signals.Serve(ctx, ch, contract.SignalApprove, func(c workflow.Context, d agent.ApprovalDecision) error {
-		if err := t.complete(c, d); err != nil {
+		if err := w.complete(c, d); err != nil {
 			return err
 		}
-		_, err := t.offer(d, agent.ViaSignal)
+		_, err := w.offer(d, agent.ViaSignal)
 		return err
 	})
 	return nil
@@ -111,30 +113,30 @@ func outcomeOf(d agent.ApprovalDecision) string {
 // complete refuses a signalled decision that does not say what it decides
 // or who decided. (The update's validator refuses those before they are
 // accepted, so its handler needs no such check.)
-func (t *turn) complete(ctx workflow.Context, d agent.ApprovalDecision) error {
+func (w *waits) complete(ctx workflow.Context, d agent.ApprovalDecision) error {
 	err := d.Complete()
 	return err
 }
 
 // checkDecision refuses decisions on calls that are not waiting, and
 // returns the waiting call a decision decides.
-func (t *turn) checkDecision(d agent.ApprovalDecision) (agent.PendingApproval, error) {
+func (w *waits) checkDecision(d agent.ApprovalDecision) (agent.PendingApproval, error) {
 	if err := d.Validate(); err != nil {
 		return agent.PendingApproval{}, err
 	}
-	return t.checkBound(d)
+	return w.checkBound(d)
 }
 
 // checkBound finds the call a decision decides: the call waiting now
 // with the decision's call id is the one decided, when the decision names its approval id or
 // none; a decision whose approval id is another call's — another turn's,
 // an earlier step's, an earlier run's — decides nothing.
-func (t *turn) checkBound(d agent.ApprovalDecision) (agent.PendingApproval, error) {
-	if d.ApprovalID != "" && slices.Contains(t.appr.decidedIDs, d.ApprovalID) {
+func (w *waits) checkBound(d agent.ApprovalDecision) (agent.PendingApproval, error) {
+	if d.ApprovalID != "" && slices.Contains(w.appr.decidedIDs, d.ApprovalID) {
 		return agent.PendingApproval{}, agent.Errorf(agent.CodeConflict, "tool call %q (approval %s) was already decided", d.CallID, d.ApprovalID)
 	}
 	other := ""
-	for _, p := range t.appr.pending {
+	for _, p := range w.appr.pending {
 		switch {
 		case p.CallID != d.CallID:
 		case d.ApprovalID == "" && p.Resend:
@@ -143,7 +145,7 @@ func (t *turn) checkBound(d agent.ApprovalDecision) (agent.PendingApproval, erro
 			return agent.PendingApproval{}, agent.Errorf(agent.CodeInvalid,
 				"tool call %q ran and its outcome is unknown: the decision is whether to send it again, and names its approval_id (%s)", d.CallID, p.ApprovalID)
 		case d.ApprovalID == "" || d.ApprovalID == p.ApprovalID:
-			return p, t.checkScope(d, p)
+			return p, w.checkScope(d, p)
 		default:
 			other = p.ApprovalID
 		}
@@ -153,16 +155,16 @@ func (t *turn) checkBound(d agent.ApprovalDecision) (agent.PendingApproval, erro
 			"approval %s is not the one tool call %q waits with (%s): the decision was made for another call, step or run, and decides nothing",
 			words.Clip(d.ApprovalID, 64), d.CallID, other)
 	}
-	if d.ApprovalID == "" && slices.Contains(t.appr.decided, d.CallID) {
+	if d.ApprovalID == "" && slices.Contains(w.appr.decided, d.CallID) {
 		return agent.PendingApproval{}, agent.Errorf(agent.CodeConflict, "tool call %q was already decided", d.CallID)
 	}
-	return agent.PendingApproval{}, t.notWaiting(d)
+	return agent.PendingApproval{}, w.notWaiting(d)
 }
 
 // checkScope refuses an approval to remember that cannot be: for the
 // session of a turn without one, or with a match its own call's
 // arguments do not satisfy.
-func (t *turn) checkScope(d agent.ApprovalDecision, p agent.PendingApproval) error {
+func (w *waits) checkScope(d agent.ApprovalDecision, p agent.PendingApproval) error {
 	// Matching decodes JSON and compares it, visiting map keys in no set
 	// order, which decides nothing: workflowcheck cannot tell.
 	matches := d.Match.Matches(p.Args) //workflowcheck:ignore
@@ -171,7 +173,7 @@ func (t *turn) checkScope(d agent.ApprovalDecision, p agent.PendingApproval) err
 		return nil
 	case p.Resend:
 		return agent.Errorf(agent.CodeInvalid, "scope %s: sending a call again is decided for that call alone; no grant remembers it", d.Scope)
-	case d.Scope == agent.ScopeSession && t.req.SessionID == "":
+	case d.Scope == agent.ScopeSession && w.t.req.SessionID == "":
 		return agent.Errorf(agent.CodeInvalid, "scope session: the turn has no session; approve for the turn (scope turn) or the call alone")
 	case !matches:
 		return agent.Errorf(agent.CodeInvalid, "match does not hold for the arguments of the call it approves (%s)", words.Clip(string(p.Args), 200))
@@ -180,9 +182,9 @@ func (t *turn) checkScope(d agent.ApprovalDecision, p agent.PendingApproval) err
 }
 
 // notWaiting is the refusal of a decision on a call that does not wait.
-func (t *turn) notWaiting(d agent.ApprovalDecision) error {
+func (w *waits) notWaiting(d agent.ApprovalDecision) error {
 	return noneWaits(fmt.Sprintf("no tool call %q is waiting for approval", d.CallID), "none is",
-		t.appr.pending, func(p agent.PendingApproval) string { return p.CallID })
+		w.appr.pending, func(p agent.PendingApproval) string { return p.CallID })
 }
 
 // noneWaits is CodeNotFound for a decision or an answer that names a
@@ -200,43 +202,43 @@ func noneWaits[P any](msg, none string, pending []P, callID func(P) string) erro
 
 // offer takes a decision for the waiting loop; the call counts as decided
 // at once, so that a second decision is refused.
-func (t *turn) offer(d agent.ApprovalDecision, via string) (agent.PendingApproval, error) {
-	p, err := t.checkDecision(d)
+func (w *waits) offer(d agent.ApprovalDecision, via string) (agent.PendingApproval, error) {
+	p, err := w.checkDecision(d)
 	if err != nil {
 		return p, err
 	}
-	t.take(p, decisionIn{ApprovalDecision: d, via: via})
+	w.take(p, decisionIn{ApprovalDecision: d, via: via})
 	return p, nil
 }
 
 // take counts waiting call p as decided by d, for the waiting loop. In a
 // bound run the decision names p's approval id, which the loop takes it
 // by: two calls of a round may have one call id.
-func (t *turn) take(p agent.PendingApproval, d decisionIn) {
-	t.appr.decided = append(t.appr.decided, p.CallID)
-	t.appr.decidedIDs = append(t.appr.decidedIDs, p.ApprovalID)
+func (w *waits) take(p agent.PendingApproval, d decisionIn) {
+	w.appr.decided = append(w.appr.decided, p.CallID)
+	w.appr.decidedIDs = append(w.appr.decidedIDs, p.ApprovalID)
 	d.ApprovalID = p.ApprovalID
-	t.appr.inbox = append(t.appr.inbox, d)
+	w.appr.inbox = append(w.appr.inbox, d)
 }
 
 // awaitApprovals waits for a decision on each waiting call, at most the
 // agent's approval timeout, and calls decide with its outcome in the order
 // decisions arrive. With resend, the calls ran and their outcome is
 // unknown: the decision is whether to send them again (resend.go).
-func (t *turn) awaitApprovals(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
+func (w *waits) awaitApprovals(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
 	limits agent.Limits, resend bool, decide func(i int, outcome, message string)) {
 	timeout := time.Duration(limits.ApprovalTimeoutSec) * time.Second
-	deadline := t.requestApprovals(ctx, base, calls, waiting, needs, timeout, resend)
+	deadline := w.requestApprovals(ctx, base, calls, waiting, needs, timeout, resend)
 	// running: RUNNING is logged, before the last decided call starts.
 	running := false
-	for len(t.appr.pending) > 0 {
-		if !t.awaitDecisions(ctx, deadline) {
+	for len(w.appr.pending) > 0 {
+		if !w.awaitDecisions(ctx, deadline) {
 			return
 		}
-		inbox := t.appr.inbox
-		t.appr.inbox = nil
+		inbox := w.appr.inbox
+		w.appr.inbox = nil
 		for _, d := range inbox {
-			i, p, ok := t.takePending(ctx, base, calls, d.ApprovalDecision)
+			i, p, ok := w.takePending(ctx, base, calls, d.ApprovalDecision)
 			if !ok {
 				continue
 			}
@@ -244,25 +246,25 @@ func (t *turn) awaitApprovals(ctx workflow.Context, base int, calls []agent.Tool
 			if p.Resend {
 				outcome, message = resendOutcome(d, timeout)
 			}
-			t.recordDecision(ctx, p, d, outcome)
-			if len(t.appr.pending) == 0 {
+			w.recordDecision(ctx, p, d, outcome)
+			if len(w.appr.pending) == 0 {
 				// No call waits any more: the turn runs again before
 				// the last call decided starts.
-				t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+				w.t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
 				running = true
 			}
 			decide(i, outcome, message)
 		}
 	}
 	if !running {
-		t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
+		w.t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamRunning})
 	}
 }
 
 // requestApprovals makes the waiting calls pending, logs an
 // approval_required for each and WAITING_APPROVAL, and returns their
 // deadline. With resend, each asks whether to send its call again.
-func (t *turn) requestApprovals(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
+func (w *waits) requestApprovals(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
 	timeout time.Duration, resend bool) time.Time {
 	now := workflow.Now(ctx)
 	deadline := now.Add(timeout)
@@ -271,14 +273,14 @@ func (t *turn) requestApprovals(ctx workflow.Context, base int, calls []agent.To
 		c := calls[i]
 		p := agent.PendingApproval{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments), RequestedAt: now, Deadline: deadline, Resend: resend}
 		p.ApprovalID = approvalIDOf(ctx, base+1+i, c.ID, resend)
-		t.appr.pending = append(t.appr.pending, p)
-		t.emit(ctx, agent.Event{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{
+		w.appr.pending = append(w.appr.pending, p)
+		w.t.emit(ctx, agent.Event{Kind: agent.EventApprovalRequired, Tool: &agent.ToolEvent{
 			CallID: c.ID, Name: c.Name, Args: argsJSON(c.Arguments), Reason: reasonFor(needs, c.ID), Deadline: &deadline,
 			ApprovalID: p.ApprovalID, Resend: resend,
 		}})
 		names = append(names, fmt.Sprintf("%s (call %s)", c.Name, c.ID))
 	}
-	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamWaitingApproval})
+	w.t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamWaitingApproval})
 	what := "waiting for approval: "
 	if resend {
 		what = "waiting for approval to send again (outcome unknown): "
@@ -302,8 +304,8 @@ func approvalIDOf(ctx workflow.Context, seq int, callID string, resend bool) str
 // passes (every call still pending times out) or the turn is cancelled
 // (every call no one decided closes); false when the turn ended first
 // (its timeout), with nothing pending any more.
-func (t *turn) awaitDecisions(ctx workflow.Context, deadline time.Time) bool {
-	if len(t.appr.inbox) == 0 && t.canceled == nil {
+func (w *waits) awaitDecisions(ctx workflow.Context, deadline time.Time) bool {
+	if len(w.appr.inbox) == 0 && w.t.canceled == nil {
 		remaining := deadline.Sub(workflow.Now(ctx))
 		got := false
 		if remaining > 0 {
@@ -311,22 +313,22 @@ func (t *turn) awaitDecisions(ctx workflow.Context, deadline time.Time) bool {
 			got, err = workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
 				Timeout:      remaining,
 				TimerOptions: workflow.TimerOptions{Summary: "approval deadline"},
-			}, func() bool { return len(t.appr.inbox) > 0 || t.canceled != nil })
-			if err != nil && !t.cancelled(ctx) {
-				t.appr.pending = nil // the turn ended: its timeout
+			}, func() bool { return len(w.appr.inbox) > 0 || w.t.canceled != nil })
+			if err != nil && !w.t.cancelled(ctx) {
+				w.appr.pending = nil // the turn ended: its timeout
 				return false
 			}
 		}
-		if !got && t.canceled == nil {
-			for _, p := range t.appr.pending {
-				t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaTimeout})
+		if !got && w.t.canceled == nil {
+			for _, p := range w.appr.pending {
+				w.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaTimeout})
 			}
 		}
 	}
-	if t.canceled != nil {
-		for _, p := range t.appr.pending {
-			if !t.isDecided(p) {
-				t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaCancel})
+	if w.t.canceled != nil {
+		for _, p := range w.appr.pending {
+			if !w.isDecided(p) {
+				w.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID}, via: agent.ViaCancel})
 			}
 		}
 	}
@@ -336,9 +338,9 @@ func (t *turn) awaitDecisions(ctx workflow.Context, deadline time.Time) bool {
 // recordDecision records the decision on call p (its audit, and the grant
 // it makes, which then decides the round's calls it covers) and logs
 // approval_decided.
-func (t *turn) recordDecision(ctx workflow.Context, p agent.PendingApproval, d decisionIn, outcome string) {
+func (w *waits) recordDecision(ctx workflow.Context, p agent.PendingApproval, d decisionIn, outcome string) {
 	rec := agent.ApprovalRecord{
-		TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: p.CallID, Tool: p.Tool, Args: p.Args,
+		TenantID: w.t.req.TenantID, JobID: w.t.req.JobID, CallID: p.CallID, Tool: p.Tool, Args: p.Args,
 		Outcome: outcome, Reason: d.Reason, Approver: d.Approver, Via: d.via,
 		RequestedAt: p.RequestedAt, DecidedAt: workflow.Now(ctx),
 		ApprovalID: p.ApprovalID, ApproverIssuer: d.ApproverIssuer, ApproverSubject: d.ApproverSubject, Resend: p.Resend,
@@ -346,23 +348,23 @@ func (t *turn) recordDecision(ctx workflow.Context, p agent.PendingApproval, d d
 	if d.grant != nil {
 		rec.GrantID = d.grant.ID
 	}
-	made := t.grantOf(d.ApprovalDecision, p, rec.DecidedAt)
+	made := w.grantOf(d.ApprovalDecision, p, rec.DecidedAt)
 	if made != nil {
 		rec.Grant, rec.GrantID = made, made.ID
 	}
 	// Recorded even when the turn is ending (its timeout, a cancel).
 	rctx, _ := workflow.NewDisconnectedContext(ctx)
-	if err := dbStep(rctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
+	if err := dbStep(rctx, contract.RecordApproval, w.t.deadline, rec, nil); err != nil {
 		// The decision stands (it is in the history); only its record is missing.
 		workflow.GetLogger(ctx).Error("record approval", "call_id", p.CallID, "error", err.Error())
 	}
-	t.recordApproval(ctx, p.Tool, outcome, rec.DecidedAt.Sub(p.RequestedAt))
+	w.t.meter().recordApproval(ctx, p.Tool, outcome, rec.DecidedAt.Sub(p.RequestedAt))
 	if made != nil {
 		// The calls of the round that wait still and that the new grant
 		// covers are decided by it, after this one.
-		t.grantWaiting(made)
+		w.grantWaiting(made)
 	}
-	t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool},
+	w.t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool},
 		Approval: &agent.ApprovalEvent{Outcome: outcome, Approver: d.Approver, Reason: d.Reason, Via: d.via, GrantID: rec.GrantID}})
 }
 
@@ -391,19 +393,19 @@ func decisionOutcome(d decisionIn, timeout time.Duration) (string, string) {
 }
 
 // isDecided reports whether waiting call p has a decision.
-func (t *turn) isDecided(p agent.PendingApproval) bool {
-	return slices.Contains(t.appr.decidedIDs, p.ApprovalID)
+func (w *waits) isDecided(p agent.PendingApproval) bool {
+	return slices.Contains(w.appr.decidedIDs, p.ApprovalID)
 }
 
 // grantOf is the grant an approval of waiting call p makes at now, when
 // its scope is the turn or the session; nil otherwise.
-func (t *turn) grantOf(d agent.ApprovalDecision, p agent.PendingApproval, now time.Time) *agent.Grant {
+func (w *waits) grantOf(d agent.ApprovalDecision, p agent.PendingApproval, now time.Time) *agent.Grant {
 	if !d.Remembers() || p.ApprovalID == "" {
 		return nil
 	}
 	g := &agent.Grant{
-		ID: agent.GrantIDOf(p.ApprovalID), TenantID: t.req.TenantID, Scope: d.Scope, SessionID: t.req.SessionID,
-		JobID: t.req.JobID, AgentID: t.agent.ID, Tool: p.Tool, Match: d.Match, CallID: p.CallID, ApprovalID: p.ApprovalID,
+		ID: agent.GrantIDOf(p.ApprovalID), TenantID: w.t.req.TenantID, Scope: d.Scope, SessionID: w.t.req.SessionID,
+		JobID: w.t.req.JobID, AgentID: w.t.agent.ID, Tool: p.Tool, Match: d.Match, CallID: p.CallID, ApprovalID: p.ApprovalID,
 		Approver: d.Approver, ApproverIssuer: d.ApproverIssuer, ApproverSubject: d.ApproverSubject, Reason: d.Reason,
 		CreatedAt: now,
 	}
@@ -417,9 +419,9 @@ func (t *turn) grantOf(d agent.ApprovalDecision, p agent.PendingApproval, now ti
 // grantWaiting decides by grant g the calls that wait undecided and that
 // it covers: the same tool, arguments that match. (A grant is the
 // turn's, its agent's and its session's; so are the calls that wait.)
-func (t *turn) grantWaiting(g *agent.Grant) {
-	for _, p := range t.appr.pending {
-		if p.Tool != g.Tool || t.isDecided(p) || p.Resend {
+func (w *waits) grantWaiting(g *agent.Grant) {
+	for _, p := range w.appr.pending {
+		if p.Tool != g.Tool || w.isDecided(p) || p.Resend {
 			// A call is sent again by a person's decision alone.
 			continue
 		}
@@ -428,7 +430,7 @@ func (t *turn) grantWaiting(g *agent.Grant) {
 		if !matches {
 			continue
 		}
-		t.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID, Approved: true,
+		w.take(p, decisionIn{ApprovalDecision: agent.ApprovalDecision{CallID: p.CallID, Approved: true,
 			Approver: g.Approver, ApproverIssuer: g.ApproverIssuer, ApproverSubject: g.ApproverSubject, Reason: g.Reason},
 			via: agent.ViaGrant, grant: g})
 	}
@@ -438,7 +440,7 @@ func (t *turn) grantWaiting(g *agent.Grant) {
 // need names it, contract.ApprovalNeed.Grant): each is recorded as
 // approved by the grant, and logged so, and does not wait. The rest are
 // returned, to wait for a person.
-func (t *turn) decideByGrants(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
+func (w *waits) decideByGrants(ctx workflow.Context, base int, calls []agent.ToolCall, waiting []int, needs []contract.ApprovalNeed,
 	decide func(i int, outcome, message string)) []int {
 	var rest []int
 	for _, i := range waiting {
@@ -450,17 +452,17 @@ func (t *turn) decideByGrants(ctx workflow.Context, base int, calls []agent.Tool
 		}
 		now := workflow.Now(ctx)
 		rec := agent.ApprovalRecord{
-			TenantID: t.req.TenantID, JobID: t.req.JobID, CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments),
+			TenantID: w.t.req.TenantID, JobID: w.t.req.JobID, CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments),
 			Outcome: agent.ApprovalApproved, Reason: g.Reason, Approver: g.Approver, Via: agent.ViaGrant,
 			RequestedAt: now, DecidedAt: now, ApprovalID: agent.ApprovalIDOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, base+1+i, c.ID),
 			ApproverIssuer: g.ApproverIssuer, ApproverSubject: g.ApproverSubject, GrantID: g.ID,
 		}
 		rctx, _ := workflow.NewDisconnectedContext(ctx)
-		if err := dbStep(rctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
+		if err := dbStep(rctx, contract.RecordApproval, w.t.deadline, rec, nil); err != nil {
 			workflow.GetLogger(ctx).Error("record approval", "call_id", c.ID, "error", err.Error())
 		}
-		t.recordApproval(ctx, c.Name, agent.ApprovalApproved, 0)
-		t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name},
+		w.t.meter().recordApproval(ctx, c.Name, agent.ApprovalApproved, 0)
+		w.t.emit(ctx, agent.Event{Kind: agent.EventApprovalDecided, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name},
 			Approval: &agent.ApprovalEvent{Outcome: agent.ApprovalApproved, Approver: g.Approver, Reason: g.Reason, Via: agent.ViaGrant, GrantID: g.ID}})
 		decide(i, agent.ApprovalApproved, "")
 	}
@@ -481,12 +483,12 @@ func grantFor(needs []contract.ApprovalNeed, callID string) *agent.Grant {
 // and returns its index among the model's calls: in a bound run the call
 // waiting with the decision's approval id, otherwise the first with its
 // call id.
-func (t *turn) takePending(ctx workflow.Context, base int, calls []agent.ToolCall, d agent.ApprovalDecision) (int, agent.PendingApproval, bool) {
-	for k, p := range t.appr.pending {
+func (w *waits) takePending(ctx workflow.Context, base int, calls []agent.ToolCall, d agent.ApprovalDecision) (int, agent.PendingApproval, bool) {
+	for k, p := range w.appr.pending {
 		if p.CallID != d.CallID || p.ApprovalID != d.ApprovalID {
 			continue
 		}
-		t.appr.pending = append(t.appr.pending[:k:k], t.appr.pending[k+1:]...)
+		w.appr.pending = append(w.appr.pending[:k:k], w.appr.pending[k+1:]...)
 		for i, c := range calls {
 			if c.ID == d.CallID && approvalIDOf(ctx, base+1+i, c.ID, p.Resend) == p.ApprovalID {
 				return i, p, true

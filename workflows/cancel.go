@@ -2,7 +2,10 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -17,6 +20,7 @@ var temporalCancel = agent.CancelRequest{RequestedBy: "temporal", Reason: "the w
 // stopper is the turn's cancellation: the signal, the request taken, and
 // what stops the work in flight.
 type stopper struct {
+	t *turn // the core: its child turns and steered messages
 	// cancelCh receives cancel_turn; canceled is the cancellation asked
 	// for, if any; stopModel stops the model call in flight, stopTools the
 	// tool calls in flight.
@@ -34,6 +38,7 @@ type stopper struct {
 // in flight; the turn then stops at its next safe point. A cancelled turn
 // does not continue as new, so nothing is carried.
 func (s *stopper) start(ctx workflow.Context, t *turn, _ *contract.TurnCarry) error {
+	s.t = t
 	s.cancelCh = workflow.GetSignalChannelWithOptions(ctx, contract.SignalCancelTurn, workflow.SignalChannelOptions{
 		Description: `cancel the turn: {"reason","requested_by"} (both optional)`,
 	})
@@ -42,7 +47,7 @@ func (s *stopper) start(ctx workflow.Context, t *turn, _ *contract.TurnCarry) er
 			// Raw JSON, so that a malformed signal is logged, not fatal.
 			var raw json.RawMessage
 			s.cancelCh.Receive(c, &raw)
-			t.takeCancel(c, raw)
+			s.takeCancel(c, raw)
 		}
 	})
 	return nil
@@ -52,12 +57,12 @@ func (s *stopper) carry(*contract.TurnCarry) error { return nil }
 
 // drainCancels takes the cancellations received and not yet taken: a run
 // about to continue as new must not leave one behind.
-func (t *turn) drainCancels(ctx workflow.Context) {
-	signals.Drain(t.cancelCh, func(raw json.RawMessage) { t.takeCancel(ctx, raw) })
+func (s *stopper) drainCancels(ctx workflow.Context) {
+	signals.Drain(s.cancelCh, func(raw json.RawMessage) { s.takeCancel(ctx, raw) })
 }
 
 // takeCancel acts on one cancel_turn signal.
-func (t *turn) takeCancel(ctx workflow.Context, raw json.RawMessage) {
+func (s *stopper) takeCancel(ctx workflow.Context, raw json.RawMessage) {
 	var req agent.CancelRequest
 	if len(raw) > 0 {
 		err := json.Unmarshal(raw, &req) //workflowcheck:ignore
@@ -70,42 +75,80 @@ func (t *turn) takeCancel(ctx workflow.Context, raw json.RawMessage) {
 		workflow.GetLogger(ctx).Warn("signal ignored", "signal", contract.SignalCancelTurn, "error", err.Error())
 		return
 	}
-	t.requestCancel(ctx, req)
+	s.requestCancel(ctx, req)
 }
 
 // requestCancel records the first cancellation and stops the model call,
 // the tool calls and the child turns in flight.
-func (t *turn) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
-	if t.canceled != nil {
+func (s *stopper) requestCancel(ctx workflow.Context, req agent.CancelRequest) {
+	if s.canceled != nil {
 		return
 	}
-	t.canceled = &req
+	s.canceled = &req
 	workflow.GetLogger(ctx).Info("turn cancelled", "requested_by", req.RequestedBy, "reason", req.Reason)
 	if req.AtBoundary {
 		// What runs finishes; the turn stops at its next step boundary
 		// (loop).
 		return
 	}
-	if t.stopModel != nil {
-		t.stopModel()
+	if s.stopModel != nil {
+		s.stopModel()
 	}
-	if t.stopTools != nil {
-		t.stopTools()
+	if s.stopTools != nil {
+		s.stopTools()
 	}
-	t.stopDelegations()
+	s.t.stopDelegations()
 }
 
 // cancelled reports whether the turn is cancelled: by the signal, or by
 // a cancellation of the workflow, which it then records. A context ended
 // by the turn's own timeout is not a cancellation.
-func (t *turn) cancelled(ctx workflow.Context) bool {
-	if t.canceled == nil && ctx.Err() != nil && !t.timedOut {
-		t.requestCancel(ctx, temporalCancel)
+func (s *stopper) cancelled(ctx workflow.Context) bool {
+	if s.canceled == nil && ctx.Err() != nil && !s.timedOut {
+		s.requestCancel(ctx, temporalCancel)
 	}
-	return t.canceled != nil
+	return s.canceled != nil
 }
 
 // cancelError is the turn's failure once it is cancelled.
-func (t *turn) cancelError() *agent.TurnError {
-	return agent.TurnErrorOf(agent.Errorf(agent.CodeCanceled, "%s", t.canceled.Message()))
+func (s *stopper) cancelError() *agent.TurnError {
+	return agent.TurnErrorOf(agent.Errorf(agent.CodeCanceled, "%s", s.canceled.Message()))
+}
+
+// awaitStop waits, after a model call failed with err, for what stopped
+// it from outside the workflow task, so that the turn acts on the cause
+// rather than on the call's failure. A call interrupted on the live path
+// (contract.IsInterrupted) was stopped for a cancel_turn signal, which
+// the gateway sends first, or for a message steered in, which the turn
+// itself interrupts the call for (awaitModel): the turn takes the
+// cancellation if one came, else goes on with the messages. A regular
+// call's cause is in the history before its failure; a local call waits
+// for it. A local call that ran out the turn's time (ScheduleToClose)
+// waits for the turn's timeout. A local call's cause is in the workflow's
+// next task, which the call's end brings at once: the wait adds no time,
+// and nothing to the history but the wait's own events. A call stopped by
+// the turn itself finds its cause already here; any other failure does
+// not wait. The wait ends at the turn's timeout at the latest.
+func (s *stopper) awaitStop(ctx workflow.Context, err error, local bool) {
+	if s.canceled != nil || ctx.Err() != nil {
+		return
+	}
+	var timeout *temporal.TimeoutError
+	switch {
+	case contract.IsInterrupted(err):
+		// The cancel_turn signal came before the failure; its goroutine
+		// may not have taken it yet.
+		s.drainCancels(ctx)
+		if local {
+			_ = workflow.Await(ctx, func() bool {
+				return s.canceled != nil || ctx.Err() != nil || len(s.t.inbox) > 0 || s.t.steer.Len() > 0
+			})
+		}
+		return
+	case contract.ErrorOf(err).Code == agent.CodeCanceled:
+	case errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE && local:
+	default:
+		return
+	}
+	_ = workflow.Await(ctx, func() bool { return s.canceled != nil || ctx.Err() != nil })
 }

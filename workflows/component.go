@@ -15,10 +15,13 @@ import (
 // The turn is a small core — check, route, load, the model and its tools
 // in a loop, save (turn.go, model.go, tools.go, result.go) — and
 // components, one per feature, each in its own file. A component owns its
-// state (the turn embeds it, so the core and the other components read it
-// by name), registers its signal, update and query handlers when a run
-// starts, and hands the turn's next run what it needs of its state when
-// the turn continues as new (contract.TurnCarry). Adding a feature is a
+// state and the methods that act on it (the turn embeds it, so the core
+// and the other components reach both by name), registers its signal,
+// update and query handlers when a run starts, and hands the turn's next
+// run what it needs of its state when the turn continues as new
+// (contract.TurnCarry). A component whose methods read the core's state
+// (its request, agent, steps or log) keeps the turn it started for (its
+// field t); the others are given what they read. Adding a feature is a
 // file with its component and a line in components.
 type component interface {
 	// start registers the component's handlers for this run and takes
@@ -65,7 +68,7 @@ func (t *turn) shouldContinue(ctx workflow.Context, limits agent.Limits) bool {
 	if info.GetContinueAsNewSuggested() || info.GetCurrentHistorySize() >= maxRunHistoryBytes {
 		return true
 	}
-	return t.historyLength(ctx) >= limits.HistoryEvents && !t.awaitsSubscribers(ctx)
+	return t.clock.historyLength(ctx) >= limits.HistoryEvents && !t.awaitsSubscribers(ctx)
 }
 
 // awaitsSubscribers reports whether the turn's first run keeps its whole
@@ -79,7 +82,18 @@ func (t *turn) shouldContinue(ctx workflow.Context, limits agent.Limits) bool {
 // Temporal's own suggestion and the size bound do not.
 func (t *turn) awaitsSubscribers(ctx workflow.Context) bool {
 	w := t.req.StreamWindow()
-	return t.runs == 0 && w > 0 && t.log != nil && !t.log.Polled() && workflow.Now(ctx).Before(t.start.Add(w))
+	return t.cont.runs == 0 && w > 0 && t.log != nil && !t.log.Polled() && workflow.Now(ctx).Before(t.start.Add(w))
+}
+
+// taskClock is where the run's workflow task stands: local counts the
+// local activities the run started since the history length read at
+// lengthSeen (historyLength); taskStart is when the task started, as
+// workflow time tells it (historyLength notes it with each new task):
+// local calls advance it as they end, so the turn knows how long the
+// task has been held (held).
+type taskClock struct {
+	local, lengthSeen int
+	taskStart         time.Time
 }
 
 // historyLength is the run's history length as the next workflow task
@@ -88,21 +102,21 @@ func (t *turn) awaitsSubscribers(ctx workflow.Context) bool {
 // to back — a model call, then a quick tool, step after step — records
 // their markers only when it completes, so the length read at its start
 // stays where it was and a turn of such steps would never hand on.
-func (t *turn) historyLength(ctx workflow.Context) int {
+func (c *taskClock) historyLength(ctx workflow.Context) int {
 	n := workflow.GetInfo(ctx).GetCurrentHistoryLength()
-	if n != t.lengthSeen {
+	if n != c.lengthSeen {
 		// A new task: its length holds the markers counted until now.
-		t.lengthSeen, t.local, t.taskStart = n, 0, workflow.Now(ctx)
+		c.lengthSeen, c.local, c.taskStart = n, 0, workflow.Now(ctx)
 	}
-	return n + t.local
+	return n + c.local
 }
 
-// taskHeld is how long the turn has held its workflow task: workflow
+// held is how long the turn has held its workflow task: workflow
 // time, which each local activity's end moves on by what it took, since
 // the task started. Replay reads the same times from the history.
-func (t *turn) taskHeld(ctx workflow.Context) time.Duration {
-	t.historyLength(ctx)
-	return workflow.Now(ctx).Sub(t.taskStart)
+func (c *taskClock) held(ctx workflow.Context) time.Duration {
+	c.historyLength(ctx)
+	return workflow.Now(ctx).Sub(c.taskStart)
 }
 
 // handOn continues the turn as new: it takes what signals brought and no
@@ -124,12 +138,12 @@ func (t *turn) handOn(ctx workflow.Context) (agent.TurnResult, error) {
 	t.receiveSteers(ctx)
 	t.drainCancels(ctx)
 	if t.canceled != nil {
-		t.continuing = false
-		if p := t.program; p != nil {
+		t.cont.continuing = false
+		if p := t.cont.program; p != nil {
 			// A program waiting to go on in the next run stops here: its
 			// call and those it left undone are answered, as when a
 			// cancellation reaches a program in a run.
-			t.program = nil
+			t.cont.program = nil
 			t.resumeProgram(ctx, *p, t.agent.Limits.WithDefaults())
 		}
 		return t.finish(ctx, "", t.cancelError())
@@ -148,18 +162,18 @@ func (t *turn) handOn(ctx workflow.Context) (agent.TurnResult, error) {
 // carry is what the next run starts from: the core's state, then each
 // component's.
 func (t *turn) carry() (*contract.TurnCarry, error) {
-	reasoning := t.reasoning
+	reasoning := t.parts.reasoning
 	if len(reasoning) > 1 {
 		// The result keeps the reasoning cut to its bound: so does the
 		// carry, as one entry.
 		reasoning = []string{words.Clip(strings.Join(reasoning, "\n\n"), agent.MaxResultReasoningBytes)}
 	}
 	c := &contract.TurnCarry{
-		Run: t.runs + 1, Start: t.start, Deadline: t.deadline,
+		Run: t.cont.runs + 1, Start: t.start, Deadline: t.deadline,
 		Agent: t.agent, Rule: t.rule, Iteration: t.iteration, Seq: t.seq, Usage: t.usage,
-		Calls: t.calls, CallsOmitted: t.callsOmitted, Round: len(t.round), AfterTools: t.afterTools, Unstored: t.unstored,
-		Data: t.data, CacheHit: t.cacheHit, Reasoning: reasoning, Files: t.files, Retrieved: t.retrieved,
-		Program: t.program,
+		Calls: t.recs.calls, CallsOmitted: t.recs.omitted, Round: len(t.recs.round), AfterTools: t.recs.afterTools, Unstored: t.unstored,
+		Data: t.parts.data, CacheHit: t.parts.cacheHit, Reasoning: reasoning, Files: t.parts.files, Retrieved: t.parts.retrieved,
+		Program: t.cont.program,
 	}
 	for _, p := range t.components() {
 		if err := p.carry(c); err != nil {
@@ -172,12 +186,12 @@ func (t *turn) carry() (*contract.TurnCarry, error) {
 // resume takes the core's state back from what the previous run carried;
 // the components took theirs as they started.
 func (t *turn) resume(c contract.TurnCarry) {
-	t.runs, t.start, t.deadline = c.Run, c.Start, c.Deadline
+	t.cont.runs, t.start, t.deadline = c.Run, c.Start, c.Deadline
 	t.agent, t.rule, t.iteration, t.seq, t.usage = c.Agent, c.Rule, c.Iteration, c.Seq, c.Usage
-	t.calls, t.callsOmitted, t.afterTools, t.unstored = c.Calls, c.CallsOmitted, c.AfterTools, c.Unstored
+	t.recs.calls, t.recs.omitted, t.recs.afterTools, t.unstored = c.Calls, c.CallsOmitted, c.AfterTools, c.Unstored
 	if n := min(c.Round, len(c.Calls)); n > 0 {
-		t.round = t.calls[len(t.calls)-n:]
+		t.recs.round = t.recs.calls[len(t.recs.calls)-n:]
 	}
-	t.data, t.cacheHit, t.reasoning, t.files, t.retrieved = c.Data, c.CacheHit, c.Reasoning, c.Files, c.Retrieved
-	t.program = c.Program
+	t.parts.data, t.parts.cacheHit, t.parts.reasoning, t.parts.files, t.parts.retrieved = c.Data, c.CacheHit, c.Reasoning, c.Files, c.Retrieved
+	t.cont.program = c.Program
 }

@@ -105,15 +105,15 @@ func TestContextWindow(t *testing.T) {
 // TestResultListsTheLatestCalls: a turn keeps, carries and lists at most
 // agent.MaxResultToolCalls tool records, the latest, and counts the rest.
 func TestResultListsTheLatestCalls(t *testing.T) {
-	var tr turn
+	var tr toolRecords
 	for i := range agent.MaxResultToolCalls + 5 {
-		tr.forgetCalls(1)
+		tr.forget(1)
 		tr.calls = append(tr.calls, agent.ToolCallRecord{CallID: fmt.Sprint(i)})
 	}
 	require.Len(t, tr.calls, agent.MaxResultToolCalls)
-	require.Equal(t, 5, tr.callsOmitted)
+	require.Equal(t, 5, tr.omitted)
 	require.Equal(t, "5", tr.calls[0].CallID)
-	tr.forgetCalls(3000)
+	tr.forget(3000)
 	require.Empty(t, tr.calls, "a round larger than the list makes room for itself")
-	require.Equal(t, agent.MaxResultToolCalls+5, tr.callsOmitted)
+	require.Equal(t, agent.MaxResultToolCalls+5, tr.omitted)
 }

@@ -30,6 +30,7 @@ import (
 // delegating is the turn's child turns: the signal their batches come
 // by, the children in the order they started, and what they used.
 type delegating struct {
+	t               *turn // the core: its request, agent, usage, deadline and log
 	children        workflow.ReceiveChannel
 	delegations     []*delegation
 	delegatedTokens int
@@ -38,7 +39,8 @@ type delegating struct {
 // start registers the signal that brings the child turns' batches, and
 // takes back the tokens the turn's earlier runs delegated. Every child
 // has ended at a step boundary, where the turn continues as new.
-func (d *delegating) start(ctx workflow.Context, _ *turn, carried *contract.TurnCarry) error {
+func (d *delegating) start(ctx workflow.Context, t *turn, carried *contract.TurnCarry) error {
+	d.t = t
 	d.children = workflow.GetSignalChannelWithOptions(ctx, contract.SignalNotifyTokens, workflow.SignalChannelOptions{
 		Description: "token batches and tool events of the turn's child turns (delegate_to_agent calls)",
 	})
@@ -99,7 +101,7 @@ func (r *toolRound) delegate(ctx workflow.Context, i int, spec agent.Tool) {
 // The turn's tokens left are shared among the round's delegations
 // (shares of them), so that children running side by side cannot spend
 // more than the turn has.
-func (t *turn) childRequest(ctx workflow.Context, spec agent.Tool, c agent.ToolCall, limits agent.Limits, shares int) (agent.TurnRequest, error) {
+func (d *delegating) childRequest(ctx workflow.Context, spec agent.Tool, c agent.ToolCall, limits agent.Limits, shares int) (agent.TurnRequest, error) {
 	// Decoding JSON into structs is deterministic; workflowcheck cannot
 	// tell.
 	cfg, err := agent.ParseDelegateConfig(spec.Config) //workflowcheck:ignore
@@ -110,47 +112,47 @@ func (t *turn) childRequest(ctx workflow.Context, spec agent.Tool, c agent.ToolC
 	if err != nil {
 		return agent.TurnRequest{}, err
 	}
-	if err := cfg.Allows(t.agent.ID, args.AgentID); err != nil {
+	if err := cfg.Allows(d.t.agent.ID, args.AgentID); err != nil {
 		return agent.TurnRequest{}, err
 	}
-	depth := t.req.Depth() + 1
+	depth := d.t.req.Depth() + 1
 	if depth > cfg.MaxDepth {
 		return agent.TurnRequest{}, agent.Errorf(agent.CodeInvalid,
 			"delegation refused: this turn is %d delegation(s) deep, and %s allows chains of at most %d; answer without delegating",
 			depth-1, spec.Name, cfg.MaxDepth)
 	}
 	budget := 0
-	if b := t.req.Budget(limits); b > 0 {
-		budget = (b - t.usage.TotalTokens) / max(shares, 1)
+	if b := d.t.req.Budget(limits); b > 0 {
+		budget = (b - d.t.usage.TotalTokens) / max(shares, 1)
 		if budget <= 0 {
 			return agent.TurnRequest{}, agent.Errorf(agent.CodeTokenBudget,
-				"delegation refused: this turn has used %d of its %d tokens and has none to give; answer without delegating", t.usage.TotalTokens, b)
+				"delegation refused: this turn has used %d of its %d tokens and has none to give; answer without delegating", d.t.usage.TotalTokens, b)
 		}
 	}
-	left := t.deadline.Sub(workflow.Now(ctx)) / time.Second
+	left := d.t.deadline.Sub(workflow.Now(ctx)) / time.Second
 	if left < 1 {
 		return agent.TurnRequest{}, agent.Errorf(agent.CodeTimeout, "delegation refused: the turn has no time left")
 	}
-	cc := t.req.Context
+	cc := d.t.req.Context
 	cc.PreviousResults = append([]agent.PreviousResult(nil), cc.PreviousResults...)
 	for _, ref := range args.Refs {
 		cc.PreviousResults = append(cc.PreviousResults, agent.PreviousResult{NodeID: c.ID, ResultRef: ref})
 	}
 	req := agent.TurnRequest{
 		Version:  agent.ProtocolVersion,
-		JobID:    agent.ChildJobID(t.req.JobID, c.ID),
-		TenantID: t.req.TenantID, AgentID: args.AgentID,
+		JobID:    agent.ChildJobID(d.t.req.JobID, c.ID),
+		TenantID: d.t.req.TenantID, AgentID: args.AgentID,
 		Prompt: args.ChildPrompt(), History: agent.HistoryFresh, Context: cc,
 		TimeoutSec: int(left), TokenBudget: budget,
-		RunID: t.req.RunID, WorkflowTag: t.req.WorkflowTag, Stream: t.req.Stream,
-		Parent: &agent.ParentRef{WorkflowID: t.workflowID, CallID: c.ID, Depth: depth},
+		RunID: d.t.req.RunID, WorkflowTag: d.t.req.WorkflowTag, Stream: d.t.req.Stream,
+		Parent: &agent.ParentRef{WorkflowID: d.t.workflowID, CallID: c.ID, Depth: depth},
 		// The child acts for the same person: policies over caller.roles
 		// apply to its tools as to the parent's.
-		Caller:  t.req.Caller,
+		Caller:  d.t.req.Caller,
 		Channel: agent.ChannelDelegate,
 	}
-	if t.req.Streaming() {
-		req.Notify = t.workflowID
+	if d.t.req.Streaming() {
+		req.Notify = d.t.workflowID
 	}
 	if err := req.Validate(); err != nil {
 		return agent.TurnRequest{}, agent.Errorf(agent.CodeInvalid, "delegation refused: %s", contract.ErrorOf(err).Message)
@@ -164,11 +166,11 @@ func (t *turn) childRequest(ctx workflow.Context, spec agent.Tool, c agent.ToolC
 // runChild runs the child turn to its end and returns its result, as
 // stored, or as much as is known of why it did not finish. Its tokens are
 // the turn's.
-func (t *turn) runChild(ctx workflow.Context, c agent.ToolCall, req agent.TurnRequest) agent.TurnResult {
+func (d *delegating) runChild(ctx workflow.Context, c agent.ToolCall, req agent.TurnRequest) agent.TurnResult {
 	id := contract.TurnWorkflowID(req.TenantID, req.JobID)
 	cctx, stop := workflow.WithCancel(ctx)
-	d := &delegation{callID: c.ID, streamID: id, stop: stop}
-	t.delegations = append(t.delegations, d)
+	child := &delegation{callID: c.ID, streamID: id, stop: stop}
+	d.delegations = append(d.delegations, child)
 	cctx = workflow.WithChildOptions(cctx, workflow.ChildWorkflowOptions{
 		WorkflowID:          id,
 		WorkflowTaskTimeout: contract.TurnTaskTimeout,
@@ -181,7 +183,7 @@ func (t *turn) runChild(ctx workflow.Context, c agent.ToolCall, req agent.TurnRe
 	})
 	var res agent.TurnResult
 	err := workflow.ExecuteChildWorkflow(cctx, contract.AgentTurn, req).Get(ctx, &res)
-	d.done = true
+	child.done = true
 	if err != nil {
 		failed, ok := contract.FailedResult(err)
 		if !ok {
@@ -192,25 +194,25 @@ func (t *turn) runChild(ctx workflow.Context, c agent.ToolCall, req agent.TurnRe
 		}
 		res = failed
 	}
-	t.usage = t.usage.Add(agent.Usage{TotalTokens: res.Metadata.TokensUsed, CachedTokens: res.Metadata.CachedTokens})
-	t.delegatedTokens += res.Metadata.TokensUsed
+	d.t.usage = d.t.usage.Add(agent.Usage{TotalTokens: res.Metadata.TokensUsed, CachedTokens: res.Metadata.CachedTokens})
+	d.delegatedTokens += res.Metadata.TokensUsed
 	return res
 }
 
 // stopDelegations cancels the child turns still running.
-func (t *turn) stopDelegations() {
-	for _, d := range t.delegations {
-		if !d.done {
-			d.stop()
+func (d *delegating) stopDelegations() {
+	for _, c := range d.delegations {
+		if !c.done {
+			c.stop()
 		}
 	}
 }
 
 // delegationOf returns the call whose child turn has the given stream.
-func (t *turn) delegationOf(streamID string) (string, bool) {
-	for _, d := range t.delegations {
-		if d.streamID == streamID {
-			return d.callID, true
+func (d *delegating) delegationOf(streamID string) (string, bool) {
+	for _, c := range d.delegations {
+		if c.streamID == streamID {
+			return c.callID, true
 		}
 	}
 	return "", false
@@ -218,16 +220,16 @@ func (t *turn) delegationOf(streamID string) (string, bool) {
 
 // acceptChild logs a child's batch (token batches, or one of its tool
 // events) as child events, if the child is one of the turn's.
-func (t *turn) acceptChild(ctx workflow.Context, b agent.TokenBatch) {
-	callID, ok := t.delegationOf(b.StreamID)
+func (d *delegating) acceptChild(ctx workflow.Context, b agent.TokenBatch) {
+	callID, ok := d.delegationOf(b.StreamID)
 	if !ok {
 		workflow.GetLogger(ctx).Debug("batch of an unknown child refused", "stream_id", b.StreamID)
 		return
 	}
-	t.log.AppendChild(b, callID)
+	d.t.log.AppendChild(b, callID)
 }
 
 // drainChildren logs the child batches already received.
-func (t *turn) drainChildren(ctx workflow.Context) {
-	signals.Drain(t.children, func(b agent.TokenBatch) { t.acceptChild(ctx, b) })
+func (d *delegating) drainChildren(ctx workflow.Context) {
+	signals.Drain(d.children, func(b agent.TokenBatch) { d.acceptChild(ctx, b) })
 }

@@ -98,7 +98,7 @@
 // calls and local tools back to back records their markers only when it
 // completes, so the history length it reads stays where the task began:
 // the turn adds a marker for each local activity it started since
-// (turn.historyLength), and continues as new at its bound all the same.
+// (taskClock.historyLength), and continues as new at its bound all the same.
 // A local call the provider governor would have wait does not wait in
 // the task: the governor refuses it at once (governor.Call.NoWait), and
 // the turn sends the call again as an activity, whose wait holds no task

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -20,6 +19,7 @@ import (
 // the progress of its running tool calls; and the forwarder of its own
 // events to its parent turn, when it is a child.
 type logging struct {
+	t        *turn // the core: its id, deadline, child turns and steered messages
 	log      *eventlog.Log
 	progress workflow.ReceiveChannel
 	forward  *eventlog.Forwarder
@@ -30,6 +30,7 @@ type logging struct {
 // events query and signal, the Workflow Streams handlers, the status
 // query and the tool progress signal.
 func (l *logging) start(ctx workflow.Context, t *turn, carried *contract.TurnCarry) error {
+	l.t = t
 	l.log = eventlog.New(t.workflowID)
 	if carried != nil {
 		var err error
@@ -76,7 +77,7 @@ func (l *logging) carry(c *contract.TurnCarry) error {
 func (t *turn) status() agent.TurnStatus {
 	return agent.TurnStatus{
 		TenantID: t.req.TenantID, JobID: t.req.JobID, AgentID: t.agent.ID, AgentVersion: t.agent.Version,
-		Step: t.seq, ToolCalls: t.callsOmitted + len(t.calls), TokensUsed: t.usage.TotalTokens,
+		Step: t.seq, ToolCalls: t.recs.omitted + len(t.recs.calls), TokensUsed: t.usage.TotalTokens,
 		PendingApprovals: len(t.appr.pending), CancelRequested: t.canceled != nil, LastEventIndex: t.log.Next() - 1,
 		Status: t.log.Status(),
 	}
@@ -84,43 +85,43 @@ func (t *turn) status() agent.TurnStatus {
 
 // emit appends a workflow event after the batches and progress already
 // received, so that the log keeps the order in which things happened.
-func (t *turn) emit(ctx workflow.Context, e agent.Event) {
-	t.takeArrived(ctx)
-	t.forward.Forward(ctx, t.log.Append(e))
+func (l *logging) emit(ctx workflow.Context, e agent.Event) {
+	l.takeArrived(ctx)
+	l.forward.Forward(ctx, l.log.Append(e))
 }
 
 // takeArrived logs what has arrived and is not logged yet: token
 // batches, tool progress, child turns' events.
-func (t *turn) takeArrived(ctx workflow.Context) {
-	t.log.TakeBatches(ctx)
-	t.drainProgress(ctx)
-	t.drainChildren(ctx)
+func (l *logging) takeArrived(ctx workflow.Context) {
+	l.log.TakeBatches(ctx)
+	l.drainProgress(ctx)
+	l.t.drainChildren(ctx)
 }
 
 // awaitTool waits for a tool call, logging the progress of running calls
 // and the events of child turns as they arrive.
-func (t *turn) awaitTool(ctx workflow.Context, f workflow.Future) {
+func (l *logging) awaitTool(ctx workflow.Context, f workflow.Future) {
 	done := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(f, func(workflow.Future) { done = true })
-	signals.On(sel, t.progress, func(p agent.ToolProgress) { t.addProgress(ctx, p) })
-	signals.On(sel, t.children, func(b agent.TokenBatch) { t.acceptChild(ctx, b) })
+	signals.On(sel, l.progress, func(p agent.ToolProgress) { l.addProgress(ctx, p) })
+	signals.On(sel, l.t.children, func(b agent.TokenBatch) { l.t.acceptChild(ctx, b) })
 	for !done {
 		sel.Select(ctx)
 	}
 }
 
 // drainProgress logs the progress already received.
-func (t *turn) drainProgress(ctx workflow.Context) {
-	signals.Drain(t.progress, func(p agent.ToolProgress) { t.addProgress(ctx, p) })
+func (l *logging) drainProgress(ctx workflow.Context) {
+	signals.Drain(l.progress, func(p agent.ToolProgress) { l.addProgress(ctx, p) })
 }
 
 // addProgress logs what a running call reported: its progress message as
 // tool_progress, then the custom events it emitted, in order. A custom
 // event not of its shape is dropped.
-func (t *turn) addProgress(ctx workflow.Context, p agent.ToolProgress) {
+func (l *logging) addProgress(ctx workflow.Context, p agent.ToolProgress) {
 	if p.Message != "" || len(p.Custom) == 0 {
-		t.log.Append(agent.Event{Kind: agent.EventToolProgress, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool, Message: p.Message}})
+		l.log.Append(agent.Event{Kind: agent.EventToolProgress, Tool: &agent.ToolEvent{CallID: p.CallID, Name: p.Tool, Message: p.Message}})
 	}
 	if len(p.Custom) == 0 {
 		return
@@ -131,7 +132,7 @@ func (t *turn) addProgress(ctx workflow.Context, p agent.ToolProgress) {
 			workflow.GetLogger(ctx).Warn("custom event dropped", "call_id", p.CallID, "error", err.Error())
 			continue
 		}
-		t.forward.Forward(ctx, t.log.Append(e))
+		l.forward.Forward(ctx, l.log.Append(e))
 	}
 }
 
@@ -139,49 +140,23 @@ func (t *turn) addProgress(ctx workflow.Context, p agent.ToolProgress) {
 // as they arrive, then those that came with its completion. When steerable
 // (the turn has an iteration left to answer a message in), a message
 // steered in meanwhile interrupts the call (interruptOnSteer).
-func (t *turn) awaitModel(ctx workflow.Context, f workflow.Future, reply *contract.CallModelResult, steerable bool) error {
+func (l *logging) awaitModel(ctx workflow.Context, f workflow.Future, reply *contract.CallModelResult, steerable bool) error {
 	done := false
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(f, func(workflow.Future) { done = true })
-	t.log.ReceiveBatches(ctx, sel)
+	l.log.ReceiveBatches(ctx, sel)
 	if steerable {
-		t.interruptOnSteer(ctx, sel)
+		l.t.interruptOnSteer(ctx, sel)
 	}
 	for !done {
 		sel.Select(ctx)
 	}
-	t.log.TakeBatches(ctx)
+	l.log.TakeBatches(ctx)
 	if err := f.Get(ctx, reply); err != nil {
 		return err
 	}
-	t.log.AcceptTail(ctx, reply.Tail, reply.TailLive)
+	l.log.AcceptTail(ctx, reply.Tail, reply.TailLive)
 	return nil
-}
-
-// interruptOnSteer has sel, while a model call runs, take the messages
-// steered into the turn into its inbox and, at the first, interrupt the
-// call on the live path (contract.InterruptModel): the call fails at once
-// as interrupted, and the turn goes on with the messages (callModel)
-// instead of after the whole answer. A lost interruption costs only that:
-// the call ends as it would have, and the messages are taken after it.
-func (t *turn) interruptOnSteer(ctx workflow.Context, sel workflow.Selector) {
-	sent := false
-	sel.AddReceive(t.steer, func(workflow.ReceiveChannel, bool) {
-		if !t.receiveSteers(ctx) || sent {
-			return
-		}
-		sent = true
-		opts := localOptions()
-		opts.StartToCloseTimeout = 5 * time.Second
-		opts.Summary = "interrupt the model call for a message steered in"
-		f := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), contract.InterruptModel,
-			contract.InterruptModelInput{StreamID: t.workflowID})
-		sel.AddFuture(f, func(f workflow.Future) {
-			if err := f.Get(ctx, nil); err != nil {
-				workflow.GetLogger(ctx).Warn("interrupting the model call failed", "error", contract.ErrorOf(err).Message)
-			}
-		})
-	})
 }
 
 // forwardsEvents reports whether a turn sends its notify workflow its own

@@ -23,48 +23,62 @@ import (
 // its agent does not have.
 const noAgent = "-"
 
+// meter is what the turn's metrics are labelled by and measured from:
+// its request, its agent, the rule that routed it, and when it started.
+type meter struct {
+	req   *agent.TurnRequest
+	agent *agent.Agent
+	rule  string
+	start time.Time
+}
+
+// meter is the turn's meter as the turn stands.
+func (t *turn) meter() meter {
+	return meter{req: &t.req, agent: &t.agent, rule: t.rule, start: t.start}
+}
+
 // metrics is the handler with the labels of every turn metric.
-func (t *turn) metrics(ctx workflow.Context) client.MetricsHandler {
-	return workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"tenant": t.req.TenantID, "agent": t.agentLabel(), "channel": t.channel()})
+func (m meter) metrics(ctx workflow.Context) client.MetricsHandler {
+	return workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"tenant": m.req.TenantID, "agent": m.agentLabel(), "channel": m.channel()})
 }
 
 // channel is the turn's channel, one of agent.Channels, or "-" for a
 // request that named another (the turn rejects it).
-func (t *turn) channel() string {
-	if !agent.KnownChannel(t.req.Channel) {
+func (m meter) channel() string {
+	if !agent.KnownChannel(m.req.Channel) {
 		return noAgent
 	}
-	return t.req.Channel
+	return m.req.Channel
 }
 
-func (t *turn) agentLabel() string {
-	if t.agent.ID == "" {
+func (m meter) agentLabel() string {
+	if m.agent.ID == "" {
 		return noAgent
 	}
-	return t.agent.ID
+	return m.agent.ID
 }
 
 // recordEnd counts the turn by status and its latency; a routed turn
 // whose agent refused it or failed for want of a capability is a routing
 // mismatch.
-func (t *turn) recordEnd(ctx workflow.Context, status string, e *agent.TurnError) {
-	h := t.metrics(ctx).WithTags(map[string]string{"status": status})
+func (m meter) recordEnd(ctx workflow.Context, status string, e *agent.TurnError) {
+	h := m.metrics(ctx).WithTags(map[string]string{"status": status})
 	h.Counter(contract.MetricTurns).Inc(1)
-	h.Timer(contract.MetricAgentLatency).Record(workflow.Now(ctx).Sub(t.start))
-	if !t.routed() || e == nil {
+	h.Timer(contract.MetricAgentLatency).Record(workflow.Now(ctx).Sub(m.start))
+	if !m.routed() || e == nil {
 		return
 	}
 	switch {
-	case status == agent.StatusRejected && t.agent.ID == "":
-		t.mismatch(ctx, "agent_refused")
+	case status == agent.StatusRejected && m.agent.ID == "":
+		m.mismatch(ctx, "agent_refused")
 	case status == agent.StatusFailed && mismatched(e.Type):
-		t.mismatch(ctx, "agent_failed")
+		m.mismatch(ctx, "agent_failed")
 	}
 }
 
 // routed says a rule or the tenant's default chose the turn's agent.
-func (t *turn) routed() bool {
-	return t.rule != "" && t.rule != contract.RuleExplicit
+func (m meter) routed() bool {
+	return m.rule != "" && m.rule != contract.RuleExplicit
 }
 
 // mismatched says a failure of this type means the agent could not do
@@ -79,22 +93,22 @@ func mismatched(errType string) bool {
 }
 
 // mismatch counts a routing mismatch for the turn's rule.
-func (t *turn) mismatch(ctx workflow.Context, reason string) {
+func (m meter) mismatch(ctx workflow.Context, reason string) {
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
-		"tenant": t.req.TenantID, "rule": t.rule, "reason": reason,
+		"tenant": m.req.TenantID, "rule": m.rule, "reason": reason,
 	}).Counter(contract.MetricRoutingMismatch).Inc(1)
 }
 
 // recordRoute counts a request no rule could route and the rules whose
 // condition failed while routing it.
-func (t *turn) recordRoute(ctx workflow.Context, route contract.RouteResult, err error) {
+func (m meter) recordRoute(ctx workflow.Context, route contract.RouteResult, err error) {
 	h := workflow.GetMetricsHandler(ctx)
-	if err != nil && t.req.AgentID == "" {
-		h.WithTags(map[string]string{"tenant": t.req.TenantID, "rule": noAgent, "reason": "no_route"}).Counter(contract.MetricRoutingMismatch).Inc(1)
+	if err != nil && m.req.AgentID == "" {
+		h.WithTags(map[string]string{"tenant": m.req.TenantID, "rule": noAgent, "reason": "no_route"}).Counter(contract.MetricRoutingMismatch).Inc(1)
 		return
 	}
 	for _, e := range route.RuleErrors {
-		h.WithTags(map[string]string{"tenant": t.req.TenantID, "rule": e.Rule, "reason": "rule_error"}).Counter(contract.MetricRoutingMismatch).Inc(1)
+		h.WithTags(map[string]string{"tenant": m.req.TenantID, "rule": e.Rule, "reason": "rule_error"}).Counter(contract.MetricRoutingMismatch).Inc(1)
 	}
 }
 
@@ -102,8 +116,8 @@ func (t *turn) recordRoute(ctx workflow.Context, route contract.RouteResult, err
 // its prompt from its cache, and its tokens by kind: cached tokens are a
 // part of the input, reasoning tokens of the output. The cache hit rate
 // of an agent is its cached tokens over its input tokens.
-func (t *turn) recordModel(ctx workflow.Context, model string, u agent.Usage) {
-	h := t.metrics(ctx)
+func (m meter) recordModel(ctx workflow.Context, model string, u agent.Usage) {
+	h := m.metrics(ctx)
 	h.WithTags(map[string]string{"model": model, "cache_hit": strconv.FormatBool(u.CachedTokens > 0)}).Counter(contract.MetricModelCalls).Inc(1)
 	for _, k := range []struct {
 		kind string
@@ -117,18 +131,18 @@ func (t *turn) recordModel(ctx workflow.Context, model string, u agent.Usage) {
 
 // recordTool counts a tool call by its outcome. A call of a tool the
 // agent does not have (a name the model made up) is counted as "-".
-func (t *turn) recordTool(ctx workflow.Context, rec agent.ToolCallRecord) {
+func (m meter) recordTool(ctx workflow.Context, rec agent.ToolCallRecord) {
 	tool := rec.Tool
-	if _, ok := t.agent.Tool(tool); !ok {
+	if _, ok := m.agent.Tool(tool); !ok {
 		tool = noAgent
 	}
-	t.metrics(ctx).WithTags(map[string]string{"tool": tool, "status": rec.Status, "cache_hit": strconv.FormatBool(rec.CacheHit)}).
+	m.metrics(ctx).WithTags(map[string]string{"tool": tool, "status": rec.Status, "cache_hit": strconv.FormatBool(rec.CacheHit)}).
 		Counter(contract.MetricToolInvocations).Inc(1)
 }
 
 // recordApproval counts a decision on a call and how long it waited.
-func (t *turn) recordApproval(ctx workflow.Context, tool, outcome string, waited time.Duration) {
-	h := t.metrics(ctx).WithTags(map[string]string{"tool": tool, "outcome": outcome})
+func (m meter) recordApproval(ctx workflow.Context, tool, outcome string, waited time.Duration) {
+	h := m.metrics(ctx).WithTags(map[string]string{"tool": tool, "outcome": outcome})
 	h.Counter(contract.MetricApprovals).Inc(1)
 	h.Timer(contract.MetricApprovalWait).Record(waited)
 }

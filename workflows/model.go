@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -84,7 +83,7 @@ func (t *turn) answered(ctx workflow.Context, step int, reply contract.CallModel
 func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int) (contract.CallModelResult, error) {
 	// A child turn's parent gets the call's tokens after its tool events.
 	t.forward.Flush(ctx)
-	model := t.callingModel()
+	model := t.callingModel(t.agent.Model)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s (iteration %d of at most %d)", model, i, limits.MaxIterations))
 	mctx, stop := workflow.WithCancel(ctx)
 	t.stopModel = stop
@@ -101,7 +100,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("calling %s to repair an answer that does not match the output schema", model))
 	}
 	t.seq++
-	t.afterTools = false
+	t.recs.afterTools = false
 	t.emit(ctx, agent.Event{Kind: agent.EventStepStart, Step: t.seq})
 	t.log.OpenStep(t.seq)
 	defer t.log.CloseStep()
@@ -115,7 +114,7 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 			in.Model = model
 		}
 		in.Live = t.log.HandOn(t.req.Streaming())
-		reply, local, err := t.oneCall(ctx, mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i), t.localCall(in) && !queued)
+		reply, local, err := t.oneCall(ctx, mctx, limits, in, fmt.Sprintf("%s · iteration %d", model, i), localCall(t.agent, in) && !queued)
 		if err == nil {
 			return reply, nil
 		}
@@ -151,19 +150,6 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 	}
 }
 
-// cutShort reports whether the call failed with err because it was
-// interrupted for the messages steered in, not for a cancellation: what
-// the call had written stays in the log and is the model's answer cut
-// short, which the next call stores before the messages.
-func (t *turn) cutShort(ctx workflow.Context, err error, in contract.CallModelInput) bool {
-	if !contract.IsInterrupted(err) || t.canceled != nil || ctx.Err() != nil {
-		return false
-	}
-	t.seal(ctx, in)
-	t.cut = &contract.CutStep{Seq: in.Seq, Text: t.log.TextFrom(in.FirstIndex)}
-	return true
-}
-
 // modelInput is the CallModel input of the step callModel opened (t.seq),
 // repairing repair when it is not "". The answer cut short and the
 // messages steered in go with it, once: the call stores them before it
@@ -197,7 +183,7 @@ func (t *turn) oneCall(ctx, mctx workflow.Context, limits agent.Limits, in contr
 	err := t.awaitModel(ctx, t.startModel(mctx, limits, in, summary, local), &reply, steerable)
 	if err == nil && reply.HandedOff {
 		local = false
-		err = t.awaitModel(ctx, t.awaitHandedOff(mctx, limits, in, reply.Attempt, summary), &reply, steerable)
+		err = t.awaitModel(ctx, awaitHandedOff(mctx, limits, in, reply.Attempt, summary), &reply, steerable)
 	}
 	return reply, local, err
 }
@@ -209,7 +195,7 @@ func (t *turn) oneCall(ctx, mctx workflow.Context, limits agent.Limits, in contr
 // it again.
 func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, summary string, local bool) workflow.Future {
 	opts := modelOptions(limits, summary)
-	if local && t.taskHeld(ctx) >= handOffAfter {
+	if local && t.clock.held(ctx) >= handOffAfter {
 		// The task has been held long enough by the calls before: it ends
 		// here, so that a lost worker costs the turn at most a short task
 		// timeout, and the call starts in the next.
@@ -223,7 +209,7 @@ func (t *turn) startModel(ctx workflow.Context, limits agent.Limits, in contract
 		// The call ends at the turn's deadline in the worker, where the
 		// turn's timer would reach it only at the next workflow task
 		// (awaitStop).
-		t.local++
+		t.clock.local++
 		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			ScheduleToCloseTimeout: max(t.deadline.Sub(workflow.Now(ctx)), time.Second),
 			StartToCloseTimeout:    opts.StartToCloseTimeout,
@@ -246,7 +232,7 @@ const handOffAfter = time.Second
 // off as the step's attempt attempt (contract.AwaitModel): on the same
 // worker it waits for the call; anywhere else, or retried, it calls the
 // model again, as the attempts after it.
-func (t *turn) awaitHandedOff(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, attempt int, summary string) workflow.Future {
+func awaitHandedOff(ctx workflow.Context, limits agent.Limits, in contract.CallModelInput, attempt int, summary string) workflow.Future {
 	in.AttemptBase, in.HandOffAfterMs = attempt, 0
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, modelOptions(limits, summary)), contract.AwaitModel, in)
 }
@@ -259,52 +245,14 @@ func (t *turn) awaitHandedOff(ctx workflow.Context, limits agent.Limits, in cont
 // takes its batches as they come, between workflow tasks, which a local
 // call would hold back until it is done. A local call the provider
 // governor would have wait is sent again as an activity (callModel).
-func (t *turn) localCall(in contract.CallModelInput) bool {
-	return t.agent.LocalModelCalls() && (!in.Stream || in.LiveFirst)
+func localCall(a agent.Agent, in contract.CallModelInput) bool {
+	return a.LocalModelCalls() && (!in.Stream || in.LiveFirst)
 }
 
 // errCutShort is callModel's when a message steered into the turn
 // interrupted the call: the turn goes on (loop), the answer cut short
-// kept (turn.cut).
+// kept (steering.cut).
 var errCutShort = errors.New("the model call was cut short by a message steered in")
-
-// awaitStop waits, after a model call failed with err, for what stopped
-// it from outside the workflow task, so that the turn acts on the cause
-// rather than on the call's failure. A call interrupted on the live path
-// (contract.IsInterrupted) was stopped for a cancel_turn signal, which
-// the gateway sends first, or for a message steered in, which the turn
-// itself interrupts the call for (awaitModel): the turn takes the
-// cancellation if one came, else goes on with the messages. A regular
-// call's cause is in the history before its failure; a local call waits
-// for it. A local call that ran out the turn's time (ScheduleToClose)
-// waits for the turn's timeout. A local call's cause is in the workflow's
-// next task, which the call's end brings at once: the wait adds no time,
-// and nothing to the history but the wait's own events. A call stopped by
-// the turn itself finds its cause already here; any other failure does
-// not wait. The wait ends at the turn's timeout at the latest.
-func (t *turn) awaitStop(ctx workflow.Context, err error, local bool) {
-	if t.canceled != nil || ctx.Err() != nil {
-		return
-	}
-	var timeout *temporal.TimeoutError
-	switch {
-	case contract.IsInterrupted(err):
-		// The cancel_turn signal came before the failure; its goroutine
-		// may not have taken it yet.
-		t.drainCancels(ctx)
-		if local {
-			_ = workflow.Await(ctx, func() bool {
-				return t.canceled != nil || ctx.Err() != nil || len(t.inbox) > 0 || t.steer.Len() > 0
-			})
-		}
-		return
-	case contract.ErrorOf(err).Code == agent.CodeCanceled:
-	case errors.As(err, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE && local:
-	default:
-		return
-	}
-	_ = workflow.Await(ctx, func() bool { return t.canceled != nil || ctx.Err() != nil })
-}
 
 // seal takes into the log what a streaming call that failed for good, or
 // was stopped, showed its followers (contract.SealStream): they have seen
@@ -318,35 +266,35 @@ func (t *turn) awaitStop(ctx workflow.Context, err error, local bool) {
 // stream so that none goes live after it, and the batches signalled
 // before, which the history holds ahead of the seal's result, are taken
 // now, before the turn's own next events take their indices.
-func (t *turn) seal(ctx workflow.Context, in contract.CallModelInput) {
+func (l *logging) seal(ctx workflow.Context, in contract.CallModelInput) {
 	if !in.Stream {
 		return
 	}
 	if !in.LiveFirst {
-		defer t.log.TakeBatches(ctx)
+		defer l.log.TakeBatches(ctx)
 	}
 	// A stopped turn still seals: its context is canceled.
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	var b *agent.TokenBatch
-	err := dbStep(dctx, contract.SealStream, t.deadline, contract.SealStreamInput{
-		StreamID: t.workflowID, Step: in.Seq, From: t.log.Next(), VoidFrom: in.FirstIndex}, &b)
+	err := dbStep(dctx, contract.SealStream, l.t.deadline, contract.SealStreamInput{
+		StreamID: l.t.workflowID, Step: in.Seq, From: l.log.Next(), VoidFrom: in.FirstIndex}, &b)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("sealing the stream failed", "step", in.Seq, "error", contract.ErrorOf(err).Message)
 		return
 	}
 	if b != nil {
-		t.log.AcceptTail(ctx, b, b.First+int64(len(b.Events))-1)
+		l.log.AcceptTail(ctx, b, b.First+int64(len(b.Events))-1)
 	}
 }
 
-// callingModel is the model the turn's next step calls: the agent's own,
-// or the fallback model that last took over from it.
-func (t *turn) callingModel() string {
-	if t.calling != "" {
-		return t.calling
+// callingModel is the model the turn's next step calls: the agent's own
+// (agentModel), or the fallback model that last took over from it.
+func (p *modelPolicy) callingModel(agentModel string) string {
+	if p.calling != "" {
+		return p.calling
 	}
-	return t.agent.Model
+	return agentModel
 }
 
 // fallback is the model to call after a call of model failed for good
@@ -392,7 +340,7 @@ func modelFailure(err error) *agent.TurnError {
 // reply, in runs that log the vocabulary: the call's usage, and why the
 // model stopped. A reason the provider did not give, or one no client
 // could take, is told from the reply.
-func (t *turn) finishStep(ctx workflow.Context, step int, reply contract.CallModelResult) {
+func (l *logging) finishStep(ctx workflow.Context, step int, reply contract.CallModelResult) {
 	usage := reply.Usage
 	e := agent.Event{Kind: agent.EventStepFinish, Step: step, Usage: &usage, FinishReason: reply.FinishReason, Model: reply.Model}
 	if e.FinishReason == "" || e.Validate() != nil {
@@ -401,7 +349,7 @@ func (t *turn) finishStep(ctx workflow.Context, step int, reply contract.CallMod
 			e.FinishReason = agent.FinishToolCalls
 		}
 	}
-	t.emit(ctx, e)
+	l.emit(ctx, e)
 }
 
 // overBudget is the turn's failure once it has used more tokens than its

@@ -67,7 +67,7 @@ func (t *turn) prepare(ctx workflow.Context) error {
 			return err
 		}
 		if len(out.Citations) > 0 {
-			t.retrieved = append(t.retrieved, out.Citations)
+			t.parts.retrieved = append(t.parts.retrieved, out.Citations)
 		}
 		t.emitPrepare(ctx, map[string]any{"step": agent.PrepareRetrieve, "passages": len(out.Citations), "citations": out.Citations})
 	}
@@ -79,9 +79,9 @@ func withSummary(o workflow.ActivityOptions, s string) workflow.ActivityOptions 
 	return o
 }
 
-func (t *turn) emitPrepare(ctx workflow.Context, v map[string]any) {
+func (l *logging) emitPrepare(ctx workflow.Context, v map[string]any) {
 	// encoding/json writes a map's keys sorted: the same map, the same
 	// bytes.
 	raw, _ := json.Marshal(v) //workflowcheck:ignore
-	t.emit(ctx, agent.Event{Kind: agent.EventCustom, Custom: &agent.CustomEvent{Name: prepareEvent, ID: v["step"].(string), Value: raw}})
+	l.emit(ctx, agent.Event{Kind: agent.EventCustom, Custom: &agent.CustomEvent{Name: prepareEvent, ID: v["step"].(string), Value: raw}})
 }

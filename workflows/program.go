@@ -156,9 +156,9 @@ func (t *turn) resumeProgram(ctx workflow.Context, p contract.ProgramCarry, limi
 		r.programs[p.Index] = true
 		return r.collect(ctx)
 	})
-	if t.program != nil {
+	if t.cont.program != nil {
 		// It hands on again.
-		t.program.Step, t.program.Reply = p.Step, p.Reply
+		t.cont.program.Step, t.cont.program.Reply = p.Step, p.Reply
 		return "", nil, true
 	}
 	return t.afterRound(ctx, p.Step, p.Reply, limits)

@@ -37,23 +37,23 @@ type answerIn struct {
 
 // startQuestions registers the answer signal and update and the
 // pending_questions query.
-func (t *turn) startQuestions(ctx workflow.Context) error {
+func (w *waits) startQuestions(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandlerWithOptions(ctx, contract.QueryPendingQuestions, func() ([]agent.PendingQuestion, error) {
-		return append([]agent.PendingQuestion{}, t.asks.pending...), nil
+		return append([]agent.PendingQuestion{}, w.asks.pending...), nil
 	}, workflow.QueryHandlerOptions{Description: "ask_user calls waiting for an answer"}); err != nil {
 		return err
 	}
 	const desc = `answer an ask_user call: {"call_id","answer","answerer","roles"}`
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateAnswer,
 		func(ctx workflow.Context, a agent.Answer) (contract.AnswerAck, error) {
-			if err := t.offerAnswer(a, agent.ViaUpdate); err != nil {
+			if err := w.offerAnswer(a, agent.ViaUpdate); err != nil {
 				return contract.AnswerAck{}, contract.Failure(err)
 			}
 			return contract.AnswerAck{CallID: a.CallID, Outcome: agent.QuestionAnswered}, nil
 		},
 		workflow.UpdateHandlerOptions{
 			Validator: func(_ workflow.Context, a agent.Answer) error {
-				return contract.Failure(t.checkAnswer(a))
+				return contract.Failure(w.checkAnswer(a))
 			},
 			Description: desc,
 		}); err != nil {
@@ -61,45 +61,45 @@ func (t *turn) startQuestions(ctx workflow.Context) error {
 	}
 	ch := workflow.GetSignalChannelWithOptions(ctx, contract.SignalAnswer, workflow.SignalChannelOptions{Description: desc})
 	signals.Serve(ctx, ch, contract.SignalAnswer, func(_ workflow.Context, a agent.Answer) error {
-		return t.offerAnswer(a, agent.ViaSignal)
+		return w.offerAnswer(a, agent.ViaSignal)
 	})
 	return nil
 }
 
 // checkAnswer refuses answers to calls that do not wait, and answers the
 // question does not take (agent.PendingQuestion.Fits).
-func (t *turn) checkAnswer(a agent.Answer) error {
+func (w *waits) checkAnswer(a agent.Answer) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
-	if slices.Contains(t.asks.answered, a.CallID) {
+	if slices.Contains(w.asks.answered, a.CallID) {
 		return agent.Errorf(agent.CodeConflict, "question %q was already answered or closed", a.CallID)
 	}
-	for _, q := range t.asks.pending {
+	for _, q := range w.asks.pending {
 		if q.CallID == a.CallID {
 			return q.Fits(a)
 		}
 	}
 	return noneWaits(fmt.Sprintf("no question %q waits for an answer", a.CallID), "none does",
-		t.asks.pending, func(q agent.PendingQuestion) string { return q.CallID })
+		w.asks.pending, func(q agent.PendingQuestion) string { return q.CallID })
 }
 
 // offerAnswer takes an answer for its call's coroutine; the question
 // counts as answered at once, so that a second answer is refused.
-func (t *turn) offerAnswer(a agent.Answer, via string) error {
-	if err := t.checkAnswer(a); err != nil {
+func (w *waits) offerAnswer(a agent.Answer, via string) error {
+	if err := w.checkAnswer(a); err != nil {
 		return err
 	}
-	t.asks.answered = append(t.asks.answered, a.CallID)
-	t.asks.inbox = append(t.asks.inbox, answerIn{Answer: a, via: via})
+	w.asks.answered = append(w.asks.answered, a.CallID)
+	w.asks.inbox = append(w.asks.inbox, answerIn{Answer: a, via: via})
 	return nil
 }
 
 // takeAnswer removes call callID's answer from the inbox.
-func (t *turn) takeAnswer(callID string) (answerIn, bool) {
-	for k, a := range t.asks.inbox {
+func (w *waits) takeAnswer(callID string) (answerIn, bool) {
+	for k, a := range w.asks.inbox {
 		if a.CallID == callID {
-			t.asks.inbox = append(t.asks.inbox[:k:k], t.asks.inbox[k+1:]...)
+			w.asks.inbox = append(w.asks.inbox[:k:k], w.asks.inbox[k+1:]...)
 			return a, true
 		}
 	}
@@ -184,7 +184,7 @@ func (r *toolRound) awaitAnswer(ctx workflow.Context, i int, q agent.PendingQues
 	if err := dbStep(dctx, contract.RecordApproval, t.deadline, rec, nil); err != nil {
 		workflow.GetLogger(dctx).Error("record answer", "call_id", c.ID, "error", err.Error())
 	}
-	t.recordApproval(dctx, c.Name, out.Outcome, rec.DecidedAt.Sub(q.AskedAt))
+	t.meter().recordApproval(dctx, c.Name, out.Outcome, rec.DecidedAt.Sub(q.AskedAt))
 	t.emit(dctx, agent.Event{Kind: agent.EventQuestionAnswered, Tool: &agent.ToolEvent{CallID: c.ID, Name: c.Name},
 		Question: &agent.QuestionEvent{Outcome: out.Outcome, Answerer: out.Answerer, Via: via}})
 	if out.Outcome == agent.ApprovalCanceled {

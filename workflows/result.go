@@ -27,10 +27,10 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 			AgentID:          t.agent.ID,
 			AgentVersion:     t.agent.Version,
 			RouteRule:        t.rule,
-			ToolCalls:        t.calls,
-			ToolCallsOmitted: t.callsOmitted,
+			ToolCalls:        t.recs.calls,
+			ToolCallsOmitted: t.recs.omitted,
 			TokensUsed:       t.usage.TotalTokens,
-			CacheHit:         t.cacheHit || t.usage.CachedTokens > 0,
+			CacheHit:         t.parts.cacheHit || t.usage.CachedTokens > 0,
 			CachedTokens:     t.usage.CachedTokens,
 			ExecutionTimeMS:  workflow.Now(ctx).Sub(t.start).Milliseconds(),
 			LLMModel:         t.model,
@@ -48,15 +48,15 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 		}
 	case failure != nil:
 		res.Status, res.Output, res.Error = agent.StatusFailed, "", failure
-	case t.data != nil:
-		res.DataRef = t.data.Ref
-		res.ResultPreview = dataPreview(*t.data)
+	case t.parts.data != nil:
+		res.DataRef = t.parts.data.Ref
+		res.ResultPreview = dataPreview(*t.parts.data)
 		res.OutputJSON = t.output
 	case t.output != nil:
 		res.OutputJSON = t.output
 		res.ResultPreview = jsonPreview(t.output)
 	default:
-		if strings.TrimSpace(output) == "" && len(t.files) == 0 {
+		if strings.TrimSpace(output) == "" && len(t.parts.files) == 0 {
 			// The model answered nothing: the caller gets the agent's
 			// placeholder, never an empty answer.
 			res.Output = t.agent.EmptyAnswerText()
@@ -70,8 +70,8 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	sctx, _ := workflow.NewDisconnectedContext(ctx)
 	in := contract.SaveResultInput{
 		Request: t.req, WorkflowID: t.workflowID, Result: res, ToolFailures: t.unstored,
-		Reasoning: words.Clip(strings.Join(t.reasoning, "\n\n"), agent.MaxResultReasoningBytes), Files: t.files,
-		Retrieved: t.retrieved, Steered: t.prompted, CutAt: t.cutAt, Deliver: t.agent.Deliver,
+		Reasoning: words.Clip(strings.Join(t.parts.reasoning, "\n\n"), agent.MaxResultReasoningBytes), Files: t.parts.files,
+		Retrieved: t.parts.retrieved, Steered: t.prompted, CutAt: t.cutAt, Deliver: t.agent.Deliver,
 	}
 	if t.req.Streaming() {
 		// SaveResult publishes the closing events once the result is
@@ -99,7 +99,7 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 	if res.Status != agent.StatusCompleted && res.Error == nil {
 		res.Error = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
 	}
-	t.recordEnd(ctx, res.Status, res.Error)
+	t.meter().recordEnd(ctx, res.Status, res.Error)
 	shown := res.StreamTail
 	if len(shown) > 0 && shown[0].Index == t.log.Next() {
 		for _, e := range shown {
@@ -150,7 +150,7 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 		res.Channel = t.req.Channel
 	}
 	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
-	t.recordEnd(ctx, res.Status, res.Error)
+	t.meter().recordEnd(ctx, res.Status, res.Error)
 	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
 	t.forward.Flush(ctx)
@@ -163,23 +163,23 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 // took the turn over its budget; the failing call of the last round when
 // the model was still calling tools at max_iterations. A failure in a
 // model call, or one a person caused (a cancellation), names none.
-func (t *turn) blame(failure *agent.TurnError) *agent.TurnError {
-	if failure == nil || !t.afterTools || failure.Tool != "" {
+func (r *toolRecords) blame(failure *agent.TurnError, a agent.Agent) *agent.TurnError {
+	if failure == nil || !r.afterTools || failure.Tool != "" {
 		return failure
 	}
 	var rec *agent.ToolCallRecord
 	switch failure.Type {
 	case agent.ErrTypeTimeout:
-		rec = t.roundCall(func(r agent.ToolCallRecord) bool { return r.Status != agent.ToolOK })
+		rec = r.roundCall(func(c agent.ToolCallRecord) bool { return c.Status != agent.ToolOK })
 	case agent.ErrTypeTokenBudget:
-		rec = t.roundCall(func(r agent.ToolCallRecord) bool {
-			spec, ok := t.agent.Tool(r.Tool)
+		rec = r.roundCall(func(c agent.ToolCallRecord) bool {
+			spec, ok := a.Tool(c.Tool)
 			return ok && spec.Kind == agent.KindDelegate
 		})
 	case agent.ErrTypeMaxIterations:
-		for i := len(t.round) - 1; i >= 0 && rec == nil; i-- {
-			if t.round[i].Status != agent.ToolOK {
-				rec = &t.round[i]
+		for i := len(r.round) - 1; i >= 0 && rec == nil; i-- {
+			if r.round[i].Status != agent.ToolOK {
+				rec = &r.round[i]
 			}
 		}
 	}
@@ -193,10 +193,10 @@ func (t *turn) blame(failure *agent.TurnError) *agent.TurnError {
 
 // roundCall is the first call of the latest tool round that match
 // holds for, nil when none.
-func (t *turn) roundCall(match func(agent.ToolCallRecord) bool) *agent.ToolCallRecord {
-	for i := range t.round {
-		if match(t.round[i]) {
-			return &t.round[i]
+func (r *toolRecords) roundCall(match func(agent.ToolCallRecord) bool) *agent.ToolCallRecord {
+	for i := range r.round {
+		if match(r.round[i]) {
+			return &r.round[i]
 		}
 	}
 	return nil

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"time"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -23,6 +25,7 @@ import (
 
 // steering is the turn's steer signal and the messages it brought.
 type steering struct {
+	t *turn // the core: its id, steps, log and cancellation
 	// steer receives messages added to the turn (contract.SignalSteer);
 	// inbox holds those received and not yet taken in; steers are those
 	// taken in that the next model call stores; steered their ids and
@@ -41,7 +44,8 @@ type steering struct {
 
 // start registers the steer signal (messages are received at step
 // boundaries only) and takes back the messages the previous run had.
-func (s *steering) start(ctx workflow.Context, _ *turn, carried *contract.TurnCarry) error {
+func (s *steering) start(ctx workflow.Context, t *turn, carried *contract.TurnCarry) error {
+	s.t = t
 	s.steer = workflow.GetSignalChannelWithOptions(ctx, contract.SignalSteer, workflow.SignalChannelOptions{
 		Description: `add a message to the running turn: {"id","prompt"}; the model reads it before its next call`,
 	})
@@ -61,34 +65,73 @@ func (s *steering) carry(c *contract.TurnCarry) error {
 // receiveSteers moves the messages that have arrived to the inbox and
 // reports whether it holds any. One that does not validate is dropped,
 // and logged.
-func (t *turn) receiveSteers(ctx workflow.Context) bool {
-	signals.Drain(t.steer, func(m agent.SteerMessage) {
+func (s *steering) receiveSteers(ctx workflow.Context) bool {
+	signals.Drain(s.steer, func(m agent.SteerMessage) {
 		if err := m.Validate(); err != nil {
 			workflow.GetLogger(ctx).Warn("signal ignored", "signal", contract.SignalSteer, "error", err.Error())
 			return
 		}
-		t.inbox = append(t.inbox, m)
+		s.inbox = append(s.inbox, m)
 	})
-	return len(t.inbox) > 0
+	return len(s.inbox) > 0
 }
 
 // takeSteers takes in the messages that have arrived: each gets the
 // turn's next step, for the next model call to store (CallModelInput.Steer),
 // and a steered event.
-func (t *turn) takeSteers(ctx workflow.Context) {
-	if !t.receiveSteers(ctx) {
+func (s *steering) takeSteers(ctx workflow.Context) {
+	if !s.receiveSteers(ctx) {
 		return
 	}
-	for i, m := range t.inbox {
-		t.seq++
-		t.steers = append(t.steers, contract.SteerStep{Seq: t.seq, Prompt: m.Prompt})
-		t.steered, t.prompted = append(t.steered, m.ID), append(t.prompted, m.Prompt)
+	for i, m := range s.inbox {
+		s.t.seq++
+		s.steers = append(s.steers, contract.SteerStep{Seq: s.t.seq, Prompt: m.Prompt})
+		s.steered, s.prompted = append(s.steered, m.ID), append(s.prompted, m.Prompt)
 		cutAt := 0
-		if i == 0 && t.cut != nil {
-			cutAt = t.cut.Seq
+		if i == 0 && s.cut != nil {
+			cutAt = s.cut.Seq
 		}
-		t.cutAt = append(t.cutAt, cutAt)
-		t.emit(ctx, agent.Event{Kind: agent.EventSteered, Message: &agent.MessageEvent{ID: m.ID}, Text: m.Prompt})
+		s.cutAt = append(s.cutAt, cutAt)
+		s.t.emit(ctx, agent.Event{Kind: agent.EventSteered, Message: &agent.MessageEvent{ID: m.ID}, Text: m.Prompt})
 	}
-	t.inbox = nil
+	s.inbox = nil
+}
+
+// interruptOnSteer has sel, while a model call runs, take the messages
+// steered into the turn into its inbox and, at the first, interrupt the
+// call on the live path (contract.InterruptModel): the call fails at once
+// as interrupted, and the turn goes on with the messages (callModel)
+// instead of after the whole answer. A lost interruption costs only that:
+// the call ends as it would have, and the messages are taken after it.
+func (s *steering) interruptOnSteer(ctx workflow.Context, sel workflow.Selector) {
+	sent := false
+	sel.AddReceive(s.steer, func(workflow.ReceiveChannel, bool) {
+		if !s.receiveSteers(ctx) || sent {
+			return
+		}
+		sent = true
+		opts := localOptions()
+		opts.StartToCloseTimeout = 5 * time.Second
+		opts.Summary = "interrupt the model call for a message steered in"
+		f := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, opts), contract.InterruptModel,
+			contract.InterruptModelInput{StreamID: s.t.workflowID})
+		sel.AddFuture(f, func(f workflow.Future) {
+			if err := f.Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("interrupting the model call failed", "error", contract.ErrorOf(err).Message)
+			}
+		})
+	})
+}
+
+// cutShort reports whether the call failed with err because it was
+// interrupted for the messages steered in, not for a cancellation: what
+// the call had written stays in the log and is the model's answer cut
+// short, which the next call stores before the messages.
+func (s *steering) cutShort(ctx workflow.Context, err error, in contract.CallModelInput) bool {
+	if !contract.IsInterrupted(err) || s.t.canceled != nil || ctx.Err() != nil {
+		return false
+	}
+	s.t.seal(ctx, in)
+	s.cut = &contract.CutStep{Seq: in.Seq, Text: s.t.log.TextFrom(in.FirstIndex)}
+	return true
 }

@@ -29,23 +29,22 @@ func (l *toolLimits) carry(c *contract.TurnCarry) error {
 }
 
 // overToolLimit says why call c is not run when it would take the turn
-// past its agent's tool limits, and counts it when it
+// past its agent's tool limits (lim), and counts it when it
 // is not; "" for a call within them.
-func (t *turn) overToolLimit(ctx workflow.Context, c agent.ToolCall) string {
-	lim := t.agent.ToolLimits()
+func (l *toolLimits) overToolLimit(lim *agent.ToolLimits, c agent.ToolCall) string {
 	if lim == nil {
 		return ""
 	}
-	if lim.PerTurn > 0 && t.toolCalls >= lim.PerTurn {
+	if lim.PerTurn > 0 && l.toolCalls >= lim.PerTurn {
 		return fmt.Sprintf("the call was not run: this agent makes at most %d tool calls a turn, and has made them; answer with what you have", lim.PerTurn)
 	}
-	if n, ok := lim.PerTool[c.Name]; ok && t.toolsCalled[c.Name] >= n {
+	if n, ok := lim.PerTool[c.Name]; ok && l.toolsCalled[c.Name] >= n {
 		return fmt.Sprintf("the call was not run: %s may be called at most %d times a turn, and has been; answer with what you have", c.Name, n)
 	}
-	if t.toolsCalled == nil {
-		t.toolsCalled = map[string]int{}
+	if l.toolsCalled == nil {
+		l.toolsCalled = map[string]int{}
 	}
-	t.toolCalls++
-	t.toolsCalled[c.Name]++
+	l.toolCalls++
+	l.toolsCalled[c.Name]++
 	return ""
 }

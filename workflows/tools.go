@@ -22,7 +22,7 @@ func (t *turn) tools(ctx workflow.Context, step int, reply contract.CallModelRes
 		return reply.Content, t.cancelError(), true
 	}
 	t.unstored = t.runTools(ctx, reply.ToolCalls, reply.Approvals, limits)
-	if p := t.program; p != nil {
+	if p := t.cont.program; p != nil {
 		// Its program hands the turn on mid-round: the step ends in the
 		// next run, when the program does. What it needs of the reply is
 		// its calls, usage and finish.
@@ -58,13 +58,13 @@ func (t *turn) afterRound(ctx workflow.Context, step int, reply contract.CallMod
 // A run_program call runs its program (program.go) when collect comes to
 // it, its program's calls in rounds of their own.
 func (t *turn) runTools(ctx workflow.Context, calls []agent.ToolCall, needs []contract.ApprovalNeed, limits agent.Limits) []contract.ToolFailure {
-	t.data = nil
+	t.parts.data = nil
 	return t.inRound(ctx, calls, limits, func(r *toolRound) []contract.ToolFailure { return r.run(ctx, needs) })
 }
 
 // inRound runs body over a round of calls whose results are stored after
 // the turn's last step, and returns the calls that failed. A round whose
-// program hands the turn on (program.go) ends with t.program set and the
+// program hands the turn on (program.go) ends with t.cont.program set and the
 // turn's steps where they were: the next run goes on with it.
 func (t *turn) inRound(ctx workflow.Context, calls []agent.ToolCall, limits agent.Limits, body func(r *toolRound) []contract.ToolFailure) []contract.ToolFailure {
 	r := t.newRound(calls, limits, t.seq)
@@ -79,13 +79,13 @@ func (t *turn) inRound(ctx workflow.Context, calls []agent.ToolCall, limits agen
 	}()
 	failures := body(r)
 	if r.handOn != nil {
-		t.program, t.continuing = r.handOn, true
+		t.cont.program, t.cont.continuing = r.handOn, true
 		return nil
 	}
 	// The programs' calls (program.go) took the steps after the round's.
 	t.seq += len(calls) + r.extra
-	n := min(len(t.calls), len(calls)+r.extra)
-	t.round, t.afterTools = t.calls[len(t.calls)-n:], true
+	n := min(len(t.recs.calls), len(calls)+r.extra)
+	t.recs.round, t.recs.afterTools = t.recs.calls[len(t.recs.calls)-n:], true
 	return failures
 }
 
@@ -122,7 +122,7 @@ func (r *toolRound) run(ctx workflow.Context, needs []contract.ApprovalNeed) []c
 			r.start(ctx, i)
 			continue
 		}
-		if msg := t.overToolLimit(ctx, c); msg != "" {
+		if msg := t.overToolLimit(t.agent.ToolLimits(), c); msg != "" {
 			r.refused[i] = &agent.ToolEvent{CallID: c.ID, Name: c.Name, Status: agent.ToolError, Output: msg}
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: r.refused[i]})
 			continue
@@ -144,18 +144,18 @@ func (r *toolRound) run(ctx workflow.Context, needs []contract.ApprovalNeed) []c
 	if len(waiting) > 0 {
 		t.awaitApprovals(ctx, r.base, calls, waiting, needs, r.limits, false, decide)
 	}
-	t.forgetCalls(len(calls))
+	t.recs.forget(len(calls))
 	return r.collect(ctx)
 }
 
-// forgetCalls makes room for n more tool records within what a result
+// forget makes room for n more tool records within what a result
 // lists (agent.MaxResultToolCalls), counting the records it drops: a turn
 // of any length keeps, and carries, a bounded list.
-func (t *turn) forgetCalls(n int) {
-	if over := len(t.calls) + n - agent.MaxResultToolCalls; over > 0 {
-		over = min(over, len(t.calls))
-		t.callsOmitted += over
-		t.calls = append([]agent.ToolCallRecord(nil), t.calls[over:]...)
+func (r *toolRecords) forget(n int) {
+	if over := len(r.calls) + n - agent.MaxResultToolCalls; over > 0 {
+		over = min(over, len(r.calls))
+		r.omitted += over
+		r.calls = append([]agent.ToolCallRecord(nil), r.calls[over:]...)
 	}
 }
 
@@ -243,18 +243,18 @@ func (r *toolRound) schedule(ctx workflow.Context, i int, in contract.ExecuteToo
 	r.in[i] = in
 	if spec, ok := t.agent.Tool(c.Name); ok && spec.IsLocal() {
 		opts := workflow.LocalActivityOptions{
-			StartToCloseTimeout: min(localToolTimeout, toolTimeout(spec, t.timeout(t.agent.Limits.WithDefaults()))),
+			StartToCloseTimeout: min(localToolTimeout, toolTimeout(spec, turnTimeout(t.req, t.agent.Limits.WithDefaults()))),
 			RetryPolicy:         toolRetry(),
 			Summary:             summary,
 		}
 		r.local[i] = &opts
-		t.local++
+		t.clock.local++
 		r.futures[i] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(r.callCtx, opts), contract.ExecuteTool, in)
 		return
 	}
 	spec, _ := t.agent.Tool(c.Name)
 	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
-		StartToCloseTimeout: toolTimeout(spec, t.timeout(t.agent.Limits.WithDefaults())),
+		StartToCloseTimeout: toolTimeout(spec, turnTimeout(t.req, t.agent.Limits.WithDefaults())),
 		HeartbeatTimeout:    toolHeartbeat,
 		RetryPolicy:         toolRetry(),
 		Summary:             summary,
@@ -336,22 +336,22 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 				end.Status, end.Output = status, contract.OneLine(msg, 200)
 			} else {
 				rec.Status, rec.CacheHit, rec.Step = res.Status, res.CacheHit, res.Step
-				t.cacheHit = t.cacheHit || res.CacheHit
+				t.parts.cacheHit = t.parts.cacheHit || res.CacheHit
 				end.Status, end.Output, end.Data = res.Status, contract.OneLine(res.Preview, 200), res.Data
 				if res.Data != nil {
-					t.data = res.Data
+					t.parts.data = res.Data
 				}
 				for _, p := range res.Parts {
-					t.files = append(t.files, agent.Block{Type: p.Type, Ref: p.URL, MIMEType: p.MIMEType, Name: p.Name, CallID: c.ID})
+					t.parts.files = append(t.parts.files, agent.Block{Type: p.Type, Ref: p.URL, MIMEType: p.MIMEType, Name: p.Name, CallID: c.ID})
 				}
-				if len(res.Citations) > 0 && len(t.retrieved) < agent.MaxTurnRetrievals {
-					t.retrieved = append(t.retrieved, res.Citations)
+				if len(res.Citations) > 0 && len(t.parts.retrieved) < agent.MaxTurnRetrievals {
+					t.parts.retrieved = append(t.parts.retrieved, res.Citations)
 				}
 			}
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
 		}
-		t.calls = append(t.calls, rec)
-		t.recordTool(ctx, rec)
+		t.recs.calls = append(t.recs.calls, rec)
+		t.meter().recordTool(ctx, rec)
 	}
 	return failures
 }

@@ -37,7 +37,7 @@ func AgentTurn(ctx workflow.Context, req agent.TurnRequest, carried *contract.Tu
 	}
 	t := &turn{req: req, workflowID: info.WorkflowExecution.ID, start: workflow.Now(ctx)}
 	res, err := t.run(ctx, carried)
-	if t.log != nil && !t.continuing {
+	if t.log != nil && !t.cont.continuing {
 		// Subscribers polling as the turn ends get every event through
 		// its final status before the workflow closes, and those its
 		// starter expects within its window (DrainStream says why only
@@ -53,19 +53,9 @@ type turn struct {
 	req        agent.TurnRequest
 	workflowID string
 	start      time.Time
-	deadline   time.Time // the turn's timeout, once the agent is loaded
-	// runs is the number of runs before this one; continuing says this
-	// run hands the turn on to the next.
-	runs       int
-	continuing bool
-	// local counts the local activities the run started since the
-	// history length read at lengthSeen (historyLength).
-	local, lengthSeen int
-	// taskStart is when the workflow task the turn runs in started, as
-	// workflow time tells it (historyLength notes it with each new task):
-	// local calls advance it as they end, so the turn knows how long the
-	// task has been held (taskHeld).
-	taskStart time.Time
+	deadline   time.Time    // the turn's timeout, once the agent is loaded
+	cont       continuation // its place among the turn's runs
+	clock      taskClock    // where the run's workflow task stands
 
 	agent agent.Agent
 	rule  string
@@ -74,21 +64,48 @@ type turn struct {
 	iteration int
 	seq       int
 	usage     agent.Usage
+	recs      toolRecords // the tool calls' records
+	// unstored are tool calls that did not run whose results no CallModel
+	// has stored yet: SaveResult stores them when the turn ends first.
+	unstored []contract.ToolFailure
+	parts    resultParts // what the result is made of besides its answer
+
+	logging
+	stopper
+	steering
+	waits
+	delegating
+	modelPolicy
+	toolLimits
+	turnContext
+}
+
+// continuation is the run's place in the turn's chain of runs.
+type continuation struct {
+	// runs is the number of runs before this one; continuing says this
+	// run hands the turn on to the next.
+	runs       int
+	continuing bool
+	// program is a program in the middle of its calls when the turn
+	// hands on (program.go), carried to the next run.
+	program *contract.ProgramCarry
+}
+
+// toolRecords are the records of the turn's tool calls.
+type toolRecords struct {
 	// calls are the records of the turn's latest tool calls, at most
-	// agent.MaxResultToolCalls; callsOmitted counts those before them.
-	calls        []agent.ToolCallRecord
-	callsOmitted int
+	// agent.MaxResultToolCalls; omitted counts those before them.
+	calls   []agent.ToolCallRecord
+	omitted int
 	// round is the records of the latest tool round's calls, and
 	// afterTools says no model call has started since it ended: a
 	// failure then may be the round's doing (blame).
 	round      []agent.ToolCallRecord
 	afterTools bool
-	// unstored are tool calls that did not run whose results no CallModel
-	// has stored yet: SaveResult stores them when the turn ends first.
-	unstored []contract.ToolFailure
-	// program is a program in the middle of its calls when the turn
-	// hands on (program.go), carried to the next run.
-	program *contract.ProgramCarry
+}
+
+// resultParts is what the turn's result is made of besides its answer.
+type resultParts struct {
 	// data is what the latest tool round's calls produced last, by ref:
 	// the turn's answer rests on it; cacheHit says a tool call's result
 	// came from the tenant's cache; reasoning is what the turn's model
@@ -102,15 +119,6 @@ type turn struct {
 	// calls, its prepare phase), a list each as it was numbered: the
 	// result cites those its answer drew on (agent.Cited).
 	retrieved [][]agent.Citation
-
-	logging
-	stopper
-	steering
-	waits
-	delegating
-	modelPolicy
-	toolLimits
-	turnContext
 }
 
 func (t *turn) run(ctx workflow.Context, carried *contract.TurnCarry) (agent.TurnResult, error) {
@@ -144,7 +152,7 @@ func (t *turn) check(ctx workflow.Context) error {
 	if err := t.req.ValidateEnvelope(); err != nil {
 		return agent.WithCode(agent.CodeInvalid, err)
 	}
-	if err := t.checkTenant(ctx); err != nil {
+	if err := checkTenant(t.workflowID, t.req); err != nil {
 		return err
 	}
 	if err := t.req.Context.Bounded(); err != nil {
@@ -165,12 +173,12 @@ func (t *turn) load(ctx workflow.Context) (res agent.TurnResult, done bool, err 
 		TenantID: t.req.TenantID, AgentID: t.req.AgentID, Prompt: t.req.Prompt, Context: t.req.Context, Caller: t.req.Caller,
 	}, &route)
 	if err != nil && !t.cancelled(ctx) {
-		t.recordRoute(ctx, route, err)
+		t.meter().recordRoute(ctx, route, err)
 	}
 	var loaded contract.LoadAgentResult
 	if err == nil {
 		t.rule = route.Rule
-		t.recordRoute(ctx, route, nil)
+		t.meter().recordRoute(ctx, route, nil)
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("loading agent %s", route.AgentID))
 		err = dbStep(ctx, contract.LoadAgent, startBy, contract.LoadAgentInput{
 			Request: t.req, WorkflowID: t.workflowID, AgentID: route.AgentID,
@@ -201,7 +209,7 @@ func (t *turn) load(ctx workflow.Context) (res agent.TurnResult, done bool, err 
 		res, err = t.finish(ctx, "", t.cancelError())
 		return res, true, err
 	}
-	t.deadline = workflow.Now(ctx).Add(t.timeout(t.agent.Limits.WithDefaults()))
+	t.deadline = workflow.Now(ctx).Add(turnTimeout(t.req, t.agent.Limits.WithDefaults()))
 	return agent.TurnResult{}, false, nil
 }
 
@@ -220,7 +228,7 @@ func (t *turn) steps(ctx workflow.Context) (agent.TurnResult, error) {
 	})
 	output, failure := t.loop(runCtx, limits)
 	cancel()
-	if t.continuing {
+	if t.cont.continuing {
 		return t.handOn(ctx)
 	}
 	switch {
@@ -229,16 +237,16 @@ func (t *turn) steps(ctx workflow.Context) (agent.TurnResult, error) {
 	case t.cancelled(ctx):
 		failure = t.cancelError()
 	case t.timedOut:
-		failure = agent.TurnErrorOf(agent.Errorf(agent.CodeTimeout, "turn did not finish within its timeout of %s", t.timeout(limits)))
+		failure = agent.TurnErrorOf(agent.Errorf(agent.CodeTimeout, "turn did not finish within its timeout of %s", turnTimeout(t.req, limits)))
 	}
-	return t.finish(ctx, output, t.blame(failure))
+	return t.finish(ctx, output, t.recs.blame(failure, t.agent))
 }
 
-// timeout is the turn's timeout: the agent's, or the shorter one its
-// request set.
-func (t *turn) timeout(limits agent.Limits) time.Duration {
+// turnTimeout is the turn's timeout: the agent's (limits), or the shorter
+// one its request set.
+func turnTimeout(req agent.TurnRequest, limits agent.Limits) time.Duration {
 	timeout := limits.TurnTimeout()
-	if s := t.req.TimeoutSec; s > 0 && time.Duration(s)*time.Second < timeout {
+	if s := req.TimeoutSec; s > 0 && time.Duration(s)*time.Second < timeout {
 		timeout = time.Duration(s) * time.Second
 	}
 	return timeout
@@ -246,12 +254,12 @@ func (t *turn) timeout(limits agent.Limits) time.Duration {
 
 // loop calls the model and runs the tools it asks for until it answers,
 // a limit is reached, a call fails, or the run's history is long enough
-// that the turn continues as new (t.continuing).
+// that the turn continues as new (t.cont.continuing).
 func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.TurnError) {
 	stepsHere := 0
-	if p := t.program; p != nil {
+	if p := t.cont.program; p != nil {
 		// The previous run handed the turn on in the middle of a program.
-		t.program = nil
+		t.cont.program = nil
 		if output, failure, stop := t.resumeProgram(ctx, *p, limits); stop {
 			return output, failure
 		}
@@ -263,7 +271,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		}
 		// An answer cut short is stored by the next call, in this run.
 		if stepsHere > 0 && t.cut == nil && t.shouldContinue(ctx, limits) {
-			t.continuing = true
+			t.cont.continuing = true
 			return "", nil
 		}
 		stepsHere++
@@ -305,7 +313,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 func (t *turn) took(ctx workflow.Context, reply contract.CallModelResult) int {
 	step := t.seq
 	if reply.Reasoning != "" {
-		t.reasoning = append(t.reasoning, reply.Reasoning)
+		t.parts.reasoning = append(t.parts.reasoning, reply.Reasoning)
 	}
 	// The reply's text is final: its call has completed.
 	t.log.AppendText(reply.Content)
@@ -315,7 +323,7 @@ func (t *turn) took(ctx workflow.Context, reply contract.CallModelResult) int {
 	if reply.Model != "" {
 		t.model = reply.Model
 	}
-	t.recordModel(ctx, t.model, reply.Usage)
+	t.meter().recordModel(ctx, t.model, reply.Usage)
 	return step
 }
 
@@ -349,13 +357,13 @@ func parentWorkflowID(ctx workflow.Context) string {
 // checkTenant refuses a turn whose workflow id names another tenant than
 // its request does: readers (Resume, Approve) trust turn/<tenant>/<job> to
 // say whose turn it is. Ids of another form are the starter's own.
-func (t *turn) checkTenant(ctx workflow.Context) error {
-	tenant, err := agent.StreamTenant(t.workflowID)
-	if err != nil || tenant == t.req.TenantID {
+func checkTenant(workflowID string, req agent.TurnRequest) error {
+	tenant, err := agent.StreamTenant(workflowID)
+	if err != nil || tenant == req.TenantID {
 		return nil
 	}
 	return agent.Errorf(agent.CodeInvalid, "workflow id %q belongs to tenant %q, but the request's tenant_id is %q: start a turn as %s",
-		t.workflowID, tenant, t.req.TenantID, contract.TurnWorkflowID(t.req.TenantID, "<job_id>"))
+		workflowID, tenant, req.TenantID, contract.TurnWorkflowID(req.TenantID, "<job_id>"))
 }
 
 // upsertSearch sets the turn's search attributes in one command, whatever

@@ -123,7 +123,7 @@ func ExtractionTranscript(summary string, msgs []agent.Message) string {
 }
 
 // writeLines writes each message as "role: text", its text cut at
-// maxLine bytes (agent.Clip marks the cut).
+// maxLine bytes (words.Clip marks the cut).
 func writeLines(b *strings.Builder, msgs []agent.Message) {
 	for _, m := range msgs {
 		fmt.Fprintf(b, "%s: %s\n", m.Role, words.Clip(m.Content, maxLine))
