@@ -35,8 +35,8 @@
 // # Durable by re-execution
 //
 // Run runs the program from the start every time. Its tool calls are
-// numbered in the order the program makes them (0, 1, 2, …); Hash(source)
-// with the number is the key a turn records a call's result under. The
+// numbered in the order the program makes them (0, 1, 2, …); the number
+// is the key a turn records a call's result under. The
 // program runs until its job queue is empty; the calls made since then
 // and not yet answered are a batch. When every call of the batch has a
 // recorded result, Run hands them all back (in call order: resolved, or

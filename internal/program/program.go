@@ -1,8 +1,6 @@
 package program
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -197,11 +195,4 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%s (line %d, column %d)", e.Message, e.Line, e.Column)
 	}
 	return e.Message
-}
-
-// Hash names a program's source: with a call's number it keys the call's
-// recorded result, so that a different program never gets another's.
-func Hash(source string) string {
-	sum := sha256.Sum256([]byte(source))
-	return hex.EncodeToString(sum[:])
 }
