@@ -176,14 +176,3 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 	}
 }
-
-// Widgets returns the widgets the API has.
-func (a *API) Widgets() []Widget {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []Widget
-	for i := 1; i <= len(a.widgets); i++ {
-		out = append(out, a.widgets[i])
-	}
-	return out
-}
