@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -486,7 +487,7 @@ Try:
   go run ./starter route --dry-run --page ops-console "restart the api"
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
-`, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.objectsNote(), l.modelName(),
+`, l.stack.TemporalAddress, l.stack.Namespace, cmp.Or(l.stack.UIURL, "(none)"), l.stack.DatabaseURL, l.objectsNote(), l.modelName(),
 		l.grpcAddr(), l.tokenNote(), l.chatLink(), l.flightsURL(),
 		l.stack.TemporalAddress, l.grpcAddr(), l.stack.TemporalAddress)
 }
@@ -557,11 +558,4 @@ func (l *local) close() {
 	if err := l.stack.Stop(); err != nil {
 		l.logger.Warn("stop local stack", zap.Error(err))
 	}
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }
