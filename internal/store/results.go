@@ -228,7 +228,7 @@ func (s *Store) ResultOf(ctx context.Context, req agent.TurnRequest) (agent.Turn
 // stored result, when it has one (as ResultOf: CodeConflict when that is
 // another request's).
 func (s *Store) TurnStart(ctx context.Context, req agent.TurnRequest, agentID string) (agent.Agent, *agent.TurnResult, error) {
-	if err := requireAgentKey(req.TenantID, agentID); err != nil {
+	if err := requireKey(req.TenantID, "agent_id", agentID); err != nil {
 		return agent.Agent{}, nil, err
 	}
 	if err := requireJobKey(req.TenantID, req.JobID); err != nil {
