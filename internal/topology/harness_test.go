@@ -350,24 +350,6 @@ func (h *heldTopology) history(ctx context.Context, t *testing.T, workflowID str
 	return out
 }
 
-// completedTasks is how many workflow tasks of a workflow have completed;
-// -1 when its history cannot be read. It does not fail the test, so that
-// a condition of require.Eventually can call it.
-func (h *heldTopology) completedTasks(ctx context.Context, workflowID string) int {
-	it := h.Client.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	n := 0
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return -1
-		}
-		if ev.GetWorkflowTaskCompletedEventAttributes() != nil {
-			n++
-		}
-	}
-	return n
-}
-
 // localActivity is what the Go SDK records of a local activity in its
 // marker's data.
 type localActivity struct {
