@@ -204,23 +204,7 @@ func checkField(rows []map[string]any, label, field string) error {
 			return nil
 		}
 	}
-	return invalidf("%s %q is in no row; the rows have %s", label, field, fieldList(fieldsOf(rows)))
-}
-
-// fieldsOf returns the field names of the first rows, sorted.
-func fieldsOf(rows []map[string]any) []string {
-	seen := map[string]bool{}
-	for _, r := range rows[:min(len(rows), 100)] {
-		for k := range r {
-			seen[k] = true
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for k := range seen {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return invalidf("%s %q is in no row; the rows have %s", label, field, fieldList(fieldsOfAll(rows[:min(len(rows), 100)])))
 }
 
 // fieldList writes names for a message, at most 30 of them.

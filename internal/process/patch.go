@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -348,11 +349,7 @@ func lookUp(doc any, p string, forAdd bool) (_ any, why string) {
 				if last && forAdd {
 					return nil, ""
 				}
-				keys := make([]string, 0, len(c))
-				for k := range c {
-					keys = append(keys, k)
-				}
-				slices.Sort(keys)
+				keys := slices.Sorted(maps.Keys(c))
 				has := "has no keys"
 				if len(keys) > 0 {
 					has = "has " + clip(strings.Join(keys, ", "))
