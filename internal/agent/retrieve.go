@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -92,15 +93,9 @@ func (r Retrieval) Validate(field string) error {
 
 // WithDefaults fills in TopK, Budget and Mode.
 func (r Retrieval) WithDefaults() Retrieval {
-	if r.TopK == 0 {
-		r.TopK = DefaultRetrieveTopK
-	}
-	if r.Budget == 0 {
-		r.Budget = DefaultRetrieveTokens
-	}
-	if r.Mode == "" {
-		r.Mode = SearchHybrid
-	}
+	r.TopK = cmp.Or(r.TopK, DefaultRetrieveTopK)
+	r.Budget = cmp.Or(r.Budget, DefaultRetrieveTokens)
+	r.Mode = cmp.Or(r.Mode, SearchHybrid)
 	return r
 }
 

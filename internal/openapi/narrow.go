@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -367,9 +368,7 @@ func (n *narrowing) refKey(ref string) (compKey, bool) {
 	case swagger2Sections[parts[0]] && len(parts) >= 2:
 		return compKey{"", parts[0], parts[1]}, true
 	}
-	if n.bad == "" {
-		n.bad = ref
-	}
+	n.bad = cmp.Or(n.bad, ref)
 	return compKey{}, false
 }
 

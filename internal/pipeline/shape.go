@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -126,9 +127,7 @@ var nonName = regexp.MustCompile(`[^a-z0-9_]+`)
 // underscores, at most 40 bytes.
 func paramName(s string) string {
 	s = strings.Trim(nonName.ReplaceAllString(strings.ToLower(s), "_"), "_")
-	if s == "" {
-		s = "value"
-	}
+	s = cmp.Or(s, "value")
 	return s[:min(len(s), 40)]
 }
 

@@ -2,6 +2,7 @@ package process
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -337,10 +338,7 @@ func lookUp(doc any, p string, forAdd bool) (_ any, why string) {
 	cur := doc
 	for i, tok := range toks {
 		at := Pointer(toks[:i]) // the container's pointer
-		name := at
-		if name == "" {
-			name = "the definition"
-		}
+		name := cmp.Or(at, "the definition")
 		last := i == len(toks)-1
 		switch c := cur.(type) {
 		case map[string]any:

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,10 +115,7 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: encode tool calls: %w", r.JobID, err)
 	}
-	version := r.Version
-	if version == "" {
-		version = agent.ProtocolVersion
-	}
+	version := cmp.Or(r.Version, agent.ProtocolVersion)
 	agentID := r.Metadata.AgentID
 	if agentID == "" {
 		agentID = req.AgentID

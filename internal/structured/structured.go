@@ -16,6 +16,7 @@ package structured
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,10 +102,7 @@ type CompileError struct {
 }
 
 func (e *CompileError) Error() string {
-	kind := e.Kind
-	if kind == "" {
-		kind = "output"
-	}
+	kind := cmp.Or(e.Kind, "output")
 	if e.Pointer == "" {
 		return kind + " schema does not compile: " + e.Message
 	}

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -399,9 +400,7 @@ func (c mcpConfig) credentials() []egress.Credential {
 func mcpOutput(res *mcp.CallToolResult) (Output, error) {
 	text := mcpText(res.Content)
 	if res.IsError {
-		if text == "" {
-			text = "the tool failed and said no more"
-		}
+		text = cmp.Or(text, "the tool failed and said no more")
 		return Output{}, agent.Errorf(agent.CodeInvalid, "%s", text)
 	}
 	out := Output{Text: text, Files: mcpFiles(res.Content)}

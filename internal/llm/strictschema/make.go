@@ -2,6 +2,7 @@ package strictschema
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,10 +116,7 @@ func decode(b []byte) (any, error) {
 type refusal struct{ at, why string }
 
 func (r *refusal) Error() string {
-	at := r.at
-	if at == "" {
-		at = "/"
-	}
+	at := cmp.Or(r.at, "/")
 	return "at " + at + ": " + r.why
 }
 
