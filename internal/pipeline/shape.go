@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -229,13 +230,7 @@ func (p Pipeline) clone() Pipeline {
 	out.Steps = slices.Clone(p.Steps)
 	for i := range out.Steps {
 		s := &out.Steps[i]
-		if s.Params != nil {
-			m := make(map[string]any, len(s.Params))
-			for k, v := range s.Params {
-				m[k] = v
-			}
-			s.Params = m
-		}
+		s.Params = maps.Clone(s.Params)
 		if s.Condition != nil {
 			c := *s.Condition
 			s.Condition = &c

@@ -411,10 +411,7 @@ func nullable(s map[string]any) map[string]any {
 	_, hasConst := s["const"]
 	if t, ok := s["type"]; ok && !hasConst && s["$ref"] == nil && s["anyOf"] == nil && s["allOf"] == nil {
 		types, _ := typesOf(t)
-		c := make(map[string]any, len(s))
-		for k, v := range s {
-			c[k] = v
-		}
+		c := maps.Clone(s)
 		list := make([]any, 0, len(types)+1)
 		for _, t := range types {
 			list = append(list, t)
