@@ -295,9 +295,7 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 		return err
 	}
 	port := *prod.temporalPort
-	if port == 0 {
-		port = -1 // devstack's "a free port"
-	}
+	port = cmp.Or(port, -1) // devstack's "a free port"
 	gatewayAddr := l.cfg.GRPCAddr
 	if strings.HasSuffix(gatewayAddr, ":0") {
 		gatewayAddr = "" // a free one, known once started

@@ -288,10 +288,7 @@ func (n *narrowing) readPaths(dec *json.Decoder) error {
 				Security    json.RawMessage `json:"security"`
 			}
 			_ = json.Unmarshal(m.raw, &head) // an operation that is not an object is the validator's to name
-			id := head.OperationID
-			if id == "" {
-				id = method + " " + path
-			}
+			id := cmp.Or(head.OperationID, method+" "+path)
 			if n.listOps {
 				n.ops = append(n.ops, OperationInfo{ID: id, Method: method, Path: path})
 			}

@@ -116,10 +116,7 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 		return agent.TurnResult{}, fmt.Errorf("save result %q: encode tool calls: %w", r.JobID, err)
 	}
 	version := cmp.Or(r.Version, agent.ProtocolVersion)
-	agentID := r.Metadata.AgentID
-	if agentID == "" {
-		agentID = req.AgentID
-	}
+	agentID := cmp.Or(r.Metadata.AgentID, req.AgentID)
 	hash := req.Hash()
 	// The turn's own clock says when it ended (it is in the workflow's
 	// history); a result without one is stamped as it is stored.

@@ -583,10 +583,7 @@ func mcpParameters(t *mcp.Tool) (json.RawMessage, error) {
 }
 
 func mcpDescription(entry string, t *mcp.Tool) string {
-	d := strings.TrimSpace(t.Description)
-	if d == "" {
-		d = strings.TrimSpace(t.Title)
-	}
+	d := cmp.Or(strings.TrimSpace(t.Description), strings.TrimSpace(t.Title))
 	if d == "" {
 		d = fmt.Sprintf("The %s tool of MCP server %s.", t.Name, entry)
 	}
