@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -131,7 +132,7 @@ func buildGate(ctx context.Context, api apiFlags, dataset string, minPass float6
 		if err != nil {
 			return nil, api.failed("deploy rollout --dataset", err)
 		}
-		fmt.Fprintf(out, "gate: evaluation %s: %d cases of dataset %s on build %s\n", started.GetEvalId(), started.GetCases(), dataset, orUnversioned(b))
+		fmt.Fprintf(out, "gate: evaluation %s: %d cases of dataset %s on build %s\n", started.GetEvalId(), started.GetCases(), dataset, cmp.Or(b, "(unversioned)"))
 		r, err := waitEval(actx, conn, started.GetEvalId())
 		if err != nil {
 			return nil, api.failed("deploy rollout --dataset", err)
@@ -147,7 +148,7 @@ func buildGate(ctx context.Context, api apiFlags, dataset string, minPass float6
 		return err
 	}
 	regressed, passed, cases := regressions(before.GetCases(), after.GetCases())
-	fmt.Fprintf(out, "gate: build %s passed %d of %d cases; %d that pass on build %s fail on it\n", build, passed, cases, len(regressed), orUnversioned(current))
+	fmt.Fprintf(out, "gate: build %s passed %d of %d cases; %d that pass on build %s fail on it\n", build, passed, cases, len(regressed), cmp.Or(current, "(unversioned)"))
 	for _, r := range regressed {
 		fmt.Fprintf(out, "  regressed: %s\n", r)
 	}
@@ -157,11 +158,4 @@ func buildGate(ctx context.Context, api apiFlags, dataset string, minPass float6
 	}
 	fmt.Fprintln(out, "gate: passed")
 	return nil
-}
-
-func orUnversioned(build string) string {
-	if build == "" {
-		return "(unversioned)"
-	}
-	return build
 }

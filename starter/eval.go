@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -97,7 +98,7 @@ func evalRun(ctx context.Context, args []string, out io.Writer) error {
 		return api.failed("eval run", err)
 	}
 	fmt.Fprintf(os.Stderr, "evaluation %s: %d cases on %s v%v (workflow %s)\n", started.GetEvalId(), started.GetCases(),
-		orDataset(*agentID), started.GetVersions(), started.GetWorkflowId())
+		cmp.Or(*agentID, "the dataset's agent"), started.GetVersions(), started.GetWorkflowId())
 	run, err := waitEval(ctx, c, started.GetEvalId())
 	if err != nil {
 		return api.failed("eval run", err)
@@ -160,13 +161,6 @@ func evalRecord(ctx context.Context, args []string, out io.Writer) error {
 		res.GetDatasetId(), res.GetCases(), res.GetDatasetId())
 	fmt.Fprintln(out, res.GetDatasetId())
 	return nil
-}
-
-func orDataset(agentID string) string {
-	if agentID == "" {
-		return "the dataset's agent"
-	}
-	return agentID
 }
 
 // waitEval waits for an evaluation to complete, a minute per call, and

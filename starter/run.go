@@ -2,20 +2,18 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/payloadstore"
 	"github.com/agentflow/agentflow/internal/structured"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -145,8 +143,4 @@ func failedIn(e *agent.TurnError) string {
 	return fmt.Sprintf(" (in tool %s)", e.Tool)
 }
 
-func newJobID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return time.Now().UTC().Format("20060102-150405-") + hex.EncodeToString(b[:])
-}
+var newJobID = gateway.NewJobID

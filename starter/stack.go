@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -294,9 +295,7 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 		return err
 	}
 	port := *prod.temporalPort
-	if port == 0 {
-		port = -1 // devstack's "a free port"
-	}
+	port = cmp.Or(port, -1) // devstack's "a free port"
 	gatewayAddr := l.cfg.GRPCAddr
 	if strings.HasSuffix(gatewayAddr, ":0") {
 		gatewayAddr = "" // a free one, known once started
@@ -486,7 +485,7 @@ Try:
   go run ./starter route --dry-run --page ops-console "restart the api"
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
-`, l.stack.TemporalAddress, l.stack.Namespace, orNone(l.stack.UIURL), l.stack.DatabaseURL, l.objectsNote(), l.modelName(),
+`, l.stack.TemporalAddress, l.stack.Namespace, cmp.Or(l.stack.UIURL, "(none)"), l.stack.DatabaseURL, l.objectsNote(), l.modelName(),
 		l.grpcAddr(), l.tokenNote(), l.chatLink(), l.flightsURL(),
 		l.stack.TemporalAddress, l.grpcAddr(), l.stack.TemporalAddress)
 }
@@ -557,11 +556,4 @@ func (l *local) close() {
 	if err := l.stack.Stop(); err != nil {
 		l.logger.Warn("stop local stack", zap.Error(err))
 	}
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -67,20 +68,14 @@ func usageCmd(ctx context.Context, args []string, out io.Writer) error {
 func printUsage(out io.Writer, r *pb.GetUsageResponse) {
 	fmt.Fprintf(out, "usage of tenant %s from %s to %s\n", r.GetTenant(), stamp(r.GetSince().AsTime()), stamp(r.GetUntil().AsTime()))
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	key := r.GetGroupBy()
-	if key == "" {
-		key = "-"
-	}
+	key := cmp.Or(r.GetGroupBy(), "-")
 	fmt.Fprintf(w, "%s\tcalls\tinput\tcached\toutput\treasoning\tcost (USD)\tcache hits\t\n", key)
 	row := func(name string, u *pb.UsageRow) {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%.1f%%\t\n", name, u.GetCalls(), u.GetInputTokens(), u.GetCachedTokens(),
 			u.GetOutputTokens(), u.GetReasoningTokens(), u.GetCostUsd(), 100*u.GetCacheHitRate())
 	}
 	for _, u := range r.GetRows() {
-		name := u.GetKey()
-		if name == "" {
-			name = "(none)"
-		}
+		name := cmp.Or(u.GetKey(), "(none)")
 		row(name, u)
 	}
 	row("total", r.GetTotal())

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -104,10 +105,7 @@ const MaxEmptyAnswerBytes = 1000
 // EmptyAnswerText is what a turn of the agent answers when its model
 // answered nothing.
 func (a Agent) EmptyAnswerText() string {
-	if a.EmptyAnswer == "" {
-		return DefaultEmptyAnswer
-	}
-	return a.EmptyAnswer
+	return cmp.Or(a.EmptyAnswer, DefaultEmptyAnswer)
 }
 
 // Model call executions (Agent.ModelExecution). A regular activity is a

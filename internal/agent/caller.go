@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -54,12 +55,7 @@ func (c *Caller) HasRole(r string) bool {
 	if c == nil {
 		return false
 	}
-	for _, have := range c.Roles {
-		if have == r {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(c.Roles, r)
 }
 
 // RoleList is the caller's roles, never nil, for policies and rules.

@@ -34,14 +34,11 @@ const (
 var channels = []string{ChannelGRPC, ChannelHTTP, ChannelSSE, ChannelWebSocket, ChannelOpenAI, ChannelAISDK, ChannelMCP,
 	ChannelA2A, ChannelAGUI, ChannelTelegram, ChannelTemporal, ChannelSchedule, ChannelProcess, ChannelDelegate, ChannelEval}
 
-// Channels lists the known channels.
-func Channels() []string { return slices.Clone(channels) }
-
-// KnownChannel reports whether c is one of Channels.
+// KnownChannel reports whether c is one of channels.
 func KnownChannel(c string) bool { return slices.Contains(channels, c) }
 
 // validateChannel checks a request's or a message's channel: empty (the
-// turn sets it) or one of Channels.
+// turn sets it) or one of channels.
 func validateChannel(c string) error {
 	if c == "" || KnownChannel(c) {
 		return nil

@@ -2,13 +2,14 @@ package agent
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
 func TestChannelValidate(t *testing.T) {
-	for _, c := range append(Channels(), "") {
+	for _, c := range append(slices.Clone(channels), "") {
 		req := TurnRequest{TenantID: "demo", Prompt: "hi", Channel: c}
 		require.NoError(t, req.Validate(), c)
 		require.NoError(t, SendMessage{Prompt: "hi", Channel: c}.Validate(), c)

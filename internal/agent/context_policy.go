@@ -1,6 +1,9 @@
 package agent
 
-import "encoding/json"
+import (
+	"cmp"
+	"encoding/json"
+)
 
 // Memory is how a session's transcript reaches the model: the latest
 // messages within WindowTokens (estimated, EstimateTokens), after a
@@ -92,9 +95,7 @@ func (p ContextPolicy) WithDefaults() ContextPolicy {
 	if p.KeepRecentSteps <= 0 {
 		p.KeepRecentSteps = DefaultKeepRecentSteps
 	}
-	if p.Compaction == "" {
-		p.Compaction = CompactionDigest
-	}
+	p.Compaction = cmp.Or(p.Compaction, CompactionDigest)
 	return p
 }
 

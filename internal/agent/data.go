@@ -389,7 +389,7 @@ func PreviewOf(data json.RawMessage, ref string, sampleRows int) (DataPreview, e
 		if row == nil {
 			return DataPreview{Type: DataDocument, Ref: ref, Bytes: len(data)}, nil // an array with nulls: a document
 		}
-		for _, name := range sortedKeys(row) {
+		for _, name := range slices.Sorted(maps.Keys(row)) {
 			if types[name] == nil {
 				types[name] = map[string]bool{}
 				order = append(order, name)
@@ -411,10 +411,6 @@ func PreviewOf(data json.RawMessage, ref string, sampleRows int) (DataPreview, e
 		p.Fields = append(p.Fields, Field{Name: name, Type: strings.Join(ts, "|")})
 	}
 	return p.Bounded(), nil
-}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	return slices.Sorted(maps.Keys(m))
 }
 
 func jsonType(v json.RawMessage) string {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -56,10 +57,7 @@ func (g ModerationGuard) Checks(stage string) bool {
 
 // ModelOrDefault is the guard's model.
 func (g ModerationGuard) ModelOrDefault() string {
-	if g.Model == "" {
-		return DefaultModerationModel
-	}
-	return g.Model
+	return cmp.Or(g.Model, DefaultModerationModel)
 }
 
 func (g *ModerationGuard) validate() error {

@@ -3,6 +3,7 @@ package agent
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -105,20 +106,11 @@ func NormalizeMemory(text string, tags []string) (string, []string, error) {
 				return "", nil, Errorf(CodeInvalid, "memory tag %q: use letters, digits, '-' and '_'", t)
 			}
 		}
-		if !containsString(out, t) {
+		if !slices.Contains(out, t) {
 			out = append(out, t)
 		}
 	}
 	return text, out, nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // MemoryID is the id of a memory of text in scope s (the tenant aside:

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -91,10 +92,7 @@ func (m PrepareModel) LabelsOrDefault() []string {
 
 // ModelOr is the step's model, or the agent's.
 func (m PrepareModel) ModelOr(agentModel string) string {
-	if m.Model != "" {
-		return m.Model
-	}
-	return agentModel
+	return cmp.Or(m.Model, agentModel)
 }
 
 // ParsePrepare reads and checks an agent's prepare phase. An explicit

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -59,9 +60,7 @@ func ParseAskUserConfig(raw json.RawMessage) (AskUserConfig, error) {
 			return AskUserConfig{}, Errorf(CodeInvalid, "%s config: %v (the settings are \"role\" and \"timeout_sec\")", KindAskUser, err)
 		}
 	}
-	if cfg.Role == "" {
-		cfg.Role = DefaultAnswerRole
-	}
+	cfg.Role = cmp.Or(cfg.Role, DefaultAnswerRole)
 	if !validRole(cfg.Role) {
 		return AskUserConfig{}, Errorf(CodeInvalid, "%s config: role %q: want a lowercase letter, then lowercase letters, digits, '_' or '-', at most 64 bytes", KindAskUser, cfg.Role)
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"time"
@@ -139,10 +140,7 @@ type ToolRateLimit struct {
 
 // Entry is the catalog entry the tool comes from: Source, or its own name.
 func (t Tool) Entry() string {
-	if t.Source != "" {
-		return t.Source
-	}
-	return t.Name
+	return cmp.Or(t.Source, t.Name)
 }
 
 // Toolkit is a named set of a tenant's tools: an agent that lists it is

@@ -201,9 +201,7 @@ func (r *TurnRequest) Normalize() {
 	if !HasOutputSchema(r.OutputSchema) {
 		r.OutputSchema = nil // null is none
 	}
-	if r.Version == "" {
-		r.Version = ProtocolVersion
-	}
+	r.Version = cmp.Or(r.Version, ProtocolVersion)
 	// The envelope's context.session_id names the session as session_id
 	// does: one field after this, so that both spellings are one request
 	// (and one hash). Two different sessions are left for Validate.

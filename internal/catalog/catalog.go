@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,13 +52,8 @@ func ParseFiles(kinds Kinds, files map[string][]byte) (agent.Catalog, error) {
 	if len(files) == 0 {
 		return agent.Catalog{}, fmt.Errorf("load catalog: no files given")
 	}
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	l := newLoader(kinds)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(files)) {
 		l.file(n, files[n])
 	}
 	return l.finish()

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,9 +110,7 @@ func adoptResolved(t agent.Tool, k tools.Kind, got []agent.Tool, names map[strin
 		g.Kind, g.Source = t.Kind, t.Name
 		g.Approval = tools.DerivedApproval(k, t.Approval, g.Approval)
 		g.Delivery = tools.DerivedDelivery(t.Delivery, g.Delivery)
-		if g.Execution == "" {
-			g.Execution = t.Execution
-		}
+		g.Execution = cmp.Or(g.Execution, t.Execution)
 		g.RateLimit = t.RateLimit
 	}
 	return problems

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,9 +59,7 @@ func conversationRoll(ctx context.Context, e *env, session string) error {
 			return err
 		}
 		info := d.GetWorkflowExecutionInfo()
-		if firstRun == "" {
-			firstRun = info.GetExecution().GetRunId()
-		}
+		firstRun = cmp.Or(firstRun, info.GetExecution().GetRunId())
 		if info.GetHistoryLength() >= 100 && !rolled {
 			if err := e.killConversationWorker(ctx, c, convID); err != nil {
 				return fmt.Errorf("message %d: %w", k, err)

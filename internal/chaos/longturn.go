@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -491,10 +492,5 @@ func firstDifference(got, want string) string {
 // listed names the keys of counts in order, for an error that says which
 // calls a history records.
 func listed(counts map[string]int) string {
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return strings.Join(keys, " ")
+	return strings.Join(slices.Sorted(maps.Keys(counts)), " ")
 }

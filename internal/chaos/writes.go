@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -112,11 +113,7 @@ func (j *journal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (j *journal) delivered() map[string]int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	out := make(map[string]int, len(j.byKey))
-	for k, n := range j.byKey {
-		out[k] = n
-	}
-	return out
+	return maps.Clone(j.byKey)
 }
 
 // writesScript is the model of a run of the writes kill: write 0, then

@@ -18,6 +18,7 @@ package contract
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -241,10 +242,7 @@ func ConversationWorkflowID(tenantID, sessionID string) string {
 // TurnSummary is the one-line StaticSummary shown in the Web UI for a
 // turn, e.g. "assistant: What is 12.5 * 4?".
 func TurnSummary(req agent.TurnRequest) string {
-	who := req.AgentID
-	if who == "" {
-		who = "routed"
-	}
+	who := cmp.Or(req.AgentID, "routed")
 	return OneLine(who+": "+req.Prompt, 100)
 }
 
@@ -252,10 +250,7 @@ func TurnSummary(req agent.TurnRequest) string {
 // summary (Markdown): who and what it is for, then the prompt in full (up
 // to detailsPrompt runes), which the summary shortens to one line.
 func TurnDetails(req agent.TurnRequest) string {
-	who := req.AgentID
-	if who == "" {
-		who = "routed"
-	}
+	who := cmp.Or(req.AgentID, "routed")
 	facts := []string{"tenant `" + req.TenantID + "`", "agent `" + who + "`"}
 	if req.JobID != "" {
 		facts = append(facts, "job `"+req.JobID+"`")

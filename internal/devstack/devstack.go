@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -183,10 +184,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	ns := opts.Namespace
-	if ns == "" {
-		ns = DefaultNamespace
-	}
+	ns := cmp.Or(opts.Namespace, DefaultNamespace)
 	s := &Stack{Namespace: ns, log: log}
 
 	needPostgres := !opts.SkipPostgres && opts.DatabaseURL == ""

@@ -13,7 +13,7 @@
 // single-process Temporal shipped in the `temporal` CLI (v1.5.1, pinned by
 // tools/go.mod and built once into .bin/temporal by [TemporalCLI]). With
 // Options.TemporalServer the real server (go.temporal.io/server, same
-// pinning, [TemporalServer]) runs on the stack's Postgres instead, as
+// pinning) runs on the stack's Postgres instead, as
 // internal/topology does for the production topology. The point is that a fresh checkout on a
 // machine with the Debian `postgresql` package and Go can run everything
 // without Docker, network services or manual setup.

@@ -398,11 +398,11 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 // serverBinaries are the real server and its SQL tool.
 type serverBinaries struct{ server, sqlTool string }
 
-// temporalServer returns the paths of the real Temporal server and its
-// SQL tool for the repository at root (<root>/.bin/temporal-server and
-// temporal-sql-tool), built like [TemporalCLI] from the versions pinned
-// in tools/go.mod, saying on progress, before it builds either binary,
-// that it does.
+// temporalServer returns the paths of the real Temporal server and its SQL
+// tool for the repository at root (<root>/.bin/temporal-server and
+// temporal-sql-tool), built like [TemporalCLI] from the versions pinned in
+// tools/go.mod, saying on progress, before it builds either binary, that
+// it does.
 func temporalServer(ctx context.Context, progress io.Writer, root string) (server, sqlTool string, err error) {
 	if server, err = build(ctx, progress, root, "tools", "temporal-server", "go.temporal.io/server/cmd/server"); err != nil {
 		return "", "", err

@@ -229,10 +229,7 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 	case -1:
 		argv = append(argv, "--headless")
 	default:
-		ui := opts.UIPort
-		if ui == 0 {
-			ui = DefaultUIPort
-		}
+		ui := cmp.Or(opts.UIPort, DefaultUIPort)
 		argv = append(argv, "--ui-port", strconv.Itoa(ui))
 		uiURL = fmt.Sprintf("http://127.0.0.1:%d", ui)
 		sv.named = append(sv.named, Listener{Addr: local(ui), What: "the Temporal Web UI"})

@@ -195,9 +195,7 @@ func NewCredentials(r Secrets, list []Credential) (*Credentials, error) {
 			return nil, fmt.Errorf("credential %d: %w", i, err)
 		}
 		host, port, _ := parseCredentialHost(cr.Host)
-		if cr.In == "" {
-			cr.In = InHeader
-		}
+		cr.In = cmp.Or(cr.In, InHeader)
 		c.list = append(c.list, credential{Credential: cr, host: host, port: port})
 	}
 	return c, nil

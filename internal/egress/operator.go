@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -337,12 +338,7 @@ func (pl *platform) isLocal(a netip.Addr) bool {
 	if a.IsLoopback() || a.IsUnspecified() {
 		return true
 	}
-	for _, s := range pl.self {
-		if s == a {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(pl.self, a)
 }
 
 // platformRefusal is the dialer's refusal of a platform address.

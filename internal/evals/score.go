@@ -1,6 +1,7 @@
 package evals
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -16,10 +17,7 @@ import (
 // and answer, one check each, in that order. A judge's check is the
 // caller's to add (it calls a model): JudgePrompt and ParseVerdict.
 func Score(c agent.EvalCase, res agent.TurnResult) []agent.EvalCheck {
-	want := c.Expect.Status
-	if want == "" {
-		want = agent.StatusCompleted
-	}
+	want := cmp.Or(c.Expect.Status, agent.StatusCompleted)
 	status := agent.EvalCheck{Name: "status", Passed: res.Status == want}
 	if !status.Passed {
 		status.Detail = fmt.Sprintf("the turn ended %s, want %s", res.Status, want)

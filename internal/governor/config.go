@@ -21,13 +21,6 @@ const (
 	LimitConcurrent   = agent.LimitConcurrent
 )
 
-// Bounds of what EnvLimits may say.
-const (
-	DefaultWindow = agent.DefaultLimitWindow
-	MinWindow     = agent.MinLimitWindow
-	MaxWindow     = agent.MaxLimitWindow
-)
-
 // Limits are the governed keys and their limits. The zero value governs
 // nothing.
 type Limits struct {

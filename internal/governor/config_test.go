@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -96,7 +97,7 @@ func FuzzParseLimits(f *testing.F) {
 				w time.Duration
 			}{{int64(lim.Requests), lim.RequestWindow}, {lim.InputTokens, lim.InputWindow}, {lim.OutputTokens, lim.OutputWindow}} {
 				if c.n > 0 {
-					require.True(t, c.w >= MinWindow && c.w <= MaxWindow, "window %s", c.w)
+					require.True(t, c.w >= agent.MinLimitWindow && c.w <= agent.MaxLimitWindow, "window %s", c.w)
 				}
 			}
 		}

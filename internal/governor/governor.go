@@ -35,6 +35,7 @@
 package governor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -225,10 +226,7 @@ func TenantKey(tenantID, key string) string { return "tenant:" + tenantID + ":" 
 // AcquireKey is Acquire for a key and limits the caller names — a
 // tenant's tool entry (ToolKey) — instead of the operator's model limits.
 func (g *Governor) AcquireKey(ctx context.Context, key string, lim store.GovernorLimits, c Call) (*Permit, error) {
-	prio := c.Priority
-	if prio == 0 {
-		prio = DefaultPriority
-	}
+	prio := cmp.Or(c.Priority, DefaultPriority)
 	if prio < MinPriority || prio > MaxPriority {
 		return nil, agent.Errorf(agent.CodeInvalid, "priority %d: want %d (first) to %d (last)", prio, MinPriority, MaxPriority)
 	}

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,10 +70,7 @@ func decide(who string, g agent.GuardCall, v Verdict, err error) string {
 	case v.Allow:
 		return ""
 	}
-	reason := v.Reason
-	if reason == "" {
-		reason = "no reason given"
-	}
+	reason := cmp.Or(v.Reason, "no reason given")
 	return fmt.Sprintf("%s refused: %s", who, words.Clip(reason, 300))
 }
 

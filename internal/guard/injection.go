@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -38,9 +39,7 @@ type Injection struct {
 // NewInjection compiles an injection guard (which must validate).
 func NewInjection(g agent.InjectionGuard) (*Injection, error) {
 	in := &Injection{action: g.Action, res: append([]*regexp.Regexp(nil), builtinInjection...)}
-	if in.action == "" {
-		in.action = agent.InjectionFlag
-	}
+	in.action = cmp.Or(in.action, agent.InjectionFlag)
 	for i, p := range g.Patterns {
 		re, err := regexp.Compile(`(?m)` + p)
 		if err != nil {

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -27,9 +28,7 @@ type Output struct {
 // NewOutput compiles an output guard (which must validate).
 func NewOutput(g agent.OutputGuard) (*Output, error) {
 	o := &Output{window: 4 * g.WindowTokens, Refusal: g.Refusal}
-	if o.Refusal == "" {
-		o.Refusal = agent.DefaultRefusal
-	}
+	o.Refusal = cmp.Or(o.Refusal, agent.DefaultRefusal)
 	for _, d := range g.Deny {
 		o.deny = append(o.deny, strings.ToLower(d))
 	}

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -165,9 +166,7 @@ func New(c Config, hashKey []byte) (*Redactor, error) {
 		return nil, err
 	}
 	r := &Redactor{mode: c.Mode, hashKey: hashKey}
-	if r.mode == "" {
-		r.mode = ModeMask
-	}
+	r.mode = cmp.Or(r.mode, ModeMask)
 	for _, k := range Kinds() {
 		if len(c.Kinds) == 0 || slices.Contains(c.Kinds, k) {
 			r.detectors = append(r.detectors, builtin[k])

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -231,9 +232,7 @@ func toResponse(resp *llms.ContentResponse) (*Response, error) {
 			}
 			out.Message.ToolCalls = append(out.Message.ToolCalls, agent.ToolCall{ID: id, Name: tc.FunctionCall.Name, Arguments: args})
 		}
-		if out.FinishReason == "" {
-			out.FinishReason = c.StopReason
-		}
+		out.FinishReason = cmp.Or(out.FinishReason, c.StopReason)
 		if !usageSeen {
 			if u, ok := usageOf(c.GenerationInfo); ok {
 				out.Usage, usageSeen = u, true
@@ -288,9 +287,7 @@ func usageOf(info map[string]any) (agent.Usage, bool) {
 	if !ok1 && !ok2 {
 		return agent.Usage{}, false
 	}
-	if u.TotalTokens == 0 {
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	}
+	u.TotalTokens = cmp.Or(u.TotalTokens, u.PromptTokens+u.CompletionTokens)
 	return u, true
 }
 

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -265,10 +266,7 @@ func New(cfg Config) (*Router, error) {
 				return nil, err
 			}
 		}
-		key := cfg.OpenAIAPIKey
-		if key == "" {
-			key = placeholderKey
-		}
+		key := cmp.Or(cfg.OpenAIAPIKey, placeholderKey)
 		// WithBaseURL is always given, even empty, so langchaingo never
 		// falls back to its own reading of the environment.
 		m, err := openai.New(openai.WithToken(key), openai.WithBaseURL(baseURL), openai.WithHTTPClient(&hc))

@@ -19,6 +19,7 @@
 package memory
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -84,9 +85,7 @@ func Recent(msgs []agent.Message, window int) []agent.Message {
 func FoldPrompt(summary string, msgs []agent.Message) string {
 	var b strings.Builder
 	b.WriteString("Summary so far:\n")
-	if summary == "" {
-		summary = "(none yet)"
-	}
+	summary = cmp.Or(summary, "(none yet)")
 	b.WriteString(summary)
 	b.WriteString("\n\nNew messages:\n")
 	writeLines(&b, msgs)

@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"os"
@@ -169,9 +170,7 @@ func ConfigFromEnv() (Config, error) {
 
 // withDefaults checks c and fills in its defaults.
 func (c Config) withDefaults() (Config, error) {
-	if c.Region == "" {
-		c.Region = DefaultRegion
-	}
+	c.Region = cmp.Or(c.Region, DefaultRegion)
 	if c.MinBlobBytes <= 0 {
 		c.MinBlobBytes = DefaultMinBlobBytes
 	}

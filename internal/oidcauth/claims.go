@@ -1,6 +1,7 @@
 package oidcauth
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -203,10 +204,7 @@ func (c Config) identity(claims map[string]any) (Identity, error) {
 		return Identity{}, &Error{Reason: BadClaim, Err: fmt.Errorf("claim %q (the tenant): %w", c.Claims.Tenant, err)}
 	}
 
-	nameClaim := c.Claims.Name
-	if nameClaim == "" {
-		nameClaim = "sub"
-	}
+	nameClaim := cmp.Or(c.Claims.Name, "sub")
 	id.Name = sub
 	if v, ok := lookup(claims, nameClaim); ok && v != nil && v != "" {
 		s, err := scalar(v)

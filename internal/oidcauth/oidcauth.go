@@ -24,6 +24,7 @@ package oidcauth
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -163,12 +164,8 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.MinRefetch == 0 {
-		cfg.MinRefetch = DefaultMinRefetch
-	}
-	if cfg.MaxKeyAge == 0 {
-		cfg.MaxKeyAge = DefaultMaxKeyAge
-	}
+	cfg.MinRefetch = cmp.Or(cfg.MinRefetch, DefaultMinRefetch)
+	cfg.MaxKeyAge = cmp.Or(cfg.MaxKeyAge, DefaultMaxKeyAge)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: fetchTimeout}
 	}

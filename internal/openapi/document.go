@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -179,9 +180,7 @@ func sortedMethods(ops map[string]*openapi3.Operation) []string {
 
 func newOperation(doc *openapi3.T, path string, item *openapi3.PathItem, method string, o *openapi3.Operation) (*Operation, error) {
 	op := &Operation{ID: o.OperationID, Method: strings.ToUpper(method), Path: path, Summary: o.Summary}
-	if op.ID == "" {
-		op.ID = op.Method + " " + path
-	}
+	op.ID = cmp.Or(op.ID, op.Method+" "+path)
 	if op.Summary == "" {
 		op.Summary, _, _ = strings.Cut(strings.TrimSpace(o.Description), "\n")
 	}

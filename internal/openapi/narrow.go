@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -288,10 +289,7 @@ func (n *narrowing) readPaths(dec *json.Decoder) error {
 				Security    json.RawMessage `json:"security"`
 			}
 			_ = json.Unmarshal(m.raw, &head) // an operation that is not an object is the validator's to name
-			id := head.OperationID
-			if id == "" {
-				id = method + " " + path
-			}
+			id := cmp.Or(head.OperationID, method+" "+path)
 			if n.listOps {
 				n.ops = append(n.ops, OperationInfo{ID: id, Method: method, Path: path})
 			}
@@ -368,9 +366,7 @@ func (n *narrowing) refKey(ref string) (compKey, bool) {
 	case swagger2Sections[parts[0]] && len(parts) >= 2:
 		return compKey{"", parts[0], parts[1]}, true
 	}
-	if n.bad == "" {
-		n.bad = ref
-	}
+	n.bad = cmp.Or(n.bad, ref)
 	return compKey{}, false
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,17 +26,11 @@ func (p Pipeline) withDefaults() Pipeline {
 		s := &p.Steps[i]
 		switch s.Op {
 		case OpHTTPRequest:
-			if s.Method == "" {
-				s.Method = "GET"
-			}
+			s.Method = cmp.Or(s.Method, "GET")
 		case OpTableSort:
-			if s.Order == "" {
-				s.Order = "asc"
-			}
+			s.Order = cmp.Or(s.Order, "asc")
 		case OpJoin:
-			if s.How == "" {
-				s.How = "inner"
-			}
+			s.How = cmp.Or(s.How, "inner")
 		}
 	}
 	return p

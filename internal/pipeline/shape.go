@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -126,9 +128,7 @@ var nonName = regexp.MustCompile(`[^a-z0-9_]+`)
 // underscores, at most 40 bytes.
 func paramName(s string) string {
 	s = strings.Trim(nonName.ReplaceAllString(strings.ToLower(s), "_"), "_")
-	if s == "" {
-		s = "value"
-	}
+	s = cmp.Or(s, "value")
 	return s[:min(len(s), 40)]
 }
 
@@ -230,13 +230,7 @@ func (p Pipeline) clone() Pipeline {
 	out.Steps = slices.Clone(p.Steps)
 	for i := range out.Steps {
 		s := &out.Steps[i]
-		if s.Params != nil {
-			m := make(map[string]any, len(s.Params))
-			for k, v := range s.Params {
-				m[k] = v
-			}
-			s.Params = m
-		}
+		s.Params = maps.Clone(s.Params)
 		if s.Condition != nil {
 			c := *s.Condition
 			s.Condition = &c

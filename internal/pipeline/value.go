@@ -136,7 +136,7 @@ func asTable(v Value) ([]map[string]any, error) {
 			return nil, invalidf("%s but the input is an object with several arrays of objects (%s); pick one with a jq_transform step such as {\"step\": \"jq_transform\", \"query\": \".%s\"}",
 				need, strings.Join(full, ", "), full[0])
 		}
-		return nil, invalidf("%s but the input is an object with fields %s; reshape it with a jq_transform step (wrap a stream in [ ] to get an array)", need, fieldList(keysOf(d)))
+		return nil, invalidf("%s but the input is an object with fields %s; reshape it with a jq_transform step (wrap a stream in [ ] to get an array)", need, fieldList(sortedKeys(d)))
 	case []any:
 		for i, el := range d {
 			if m, ok := el.(map[string]any); !ok || m == nil {
@@ -204,32 +204,7 @@ func checkField(rows []map[string]any, label, field string) error {
 			return nil
 		}
 	}
-	return invalidf("%s %q is in no row; the rows have %s", label, field, fieldList(fieldsOf(rows)))
-}
-
-// fieldsOf returns the field names of the first rows, sorted.
-func fieldsOf(rows []map[string]any) []string {
-	seen := map[string]bool{}
-	for _, r := range rows[:min(len(rows), 100)] {
-		for k := range r {
-			seen[k] = true
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for k := range seen {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-func keysOf(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return invalidf("%s %q is in no row; the rows have %s", label, field, fieldList(fieldsOfAll(rows[:min(len(rows), 100)])))
 }
 
 // fieldList writes names for a message, at most 30 of them.

@@ -160,15 +160,6 @@ func (s *Schema) Check(def json.RawMessage) Problems {
 	return ps
 }
 
-// CheckError is Check as an error: agent.CodeInvalid listing the
-// problems, or nil.
-func (s *Schema) CheckError(def json.RawMessage) error {
-	if ps := s.Check(def); len(ps) > 0 {
-		return agent.WithCode(agent.CodeInvalid, ps)
-	}
-	return nil
-}
-
 // schemaProblems validates doc and lists the leaves of the error tree,
 // each at its instance location.
 func schemaProblems(s *jsonschema.Schema, doc any) Problems {

@@ -2,10 +2,12 @@ package process
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -337,10 +339,7 @@ func lookUp(doc any, p string, forAdd bool) (_ any, why string) {
 	cur := doc
 	for i, tok := range toks {
 		at := Pointer(toks[:i]) // the container's pointer
-		name := at
-		if name == "" {
-			name = "the definition"
-		}
+		name := cmp.Or(at, "the definition")
 		last := i == len(toks)-1
 		switch c := cur.(type) {
 		case map[string]any:
@@ -349,11 +348,7 @@ func lookUp(doc any, p string, forAdd bool) (_ any, why string) {
 				if last && forAdd {
 					return nil, ""
 				}
-				keys := make([]string, 0, len(c))
-				for k := range c {
-					keys = append(keys, k)
-				}
-				slices.Sort(keys)
+				keys := slices.Sorted(maps.Keys(c))
 				has := "has no keys"
 				if len(keys) > 0 {
 					has = "has " + clip(strings.Join(keys, ", "))

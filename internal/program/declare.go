@@ -2,7 +2,8 @@ package program
 
 import (
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -132,11 +133,7 @@ func typeOf(name string, s map[string]any, depth int) string {
 				}
 			}
 		}
-		names := make([]string, 0, len(props))
-		for k := range props {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(props))
 		parts := make([]string, len(names))
 		for i, k := range names {
 			opt := "?"

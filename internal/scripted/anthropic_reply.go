@@ -1,6 +1,7 @@
 package scripted
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -102,10 +103,7 @@ func anthropicContent(rep reply) ([]anthropicReply, error) {
 		blocks = append(blocks, anthropicReply{Type: "text", Text: &text})
 	}
 	for i, tc := range rep.toolCalls {
-		input := strings.TrimSpace(tc.Function.Arguments)
-		if input == "" {
-			input = "{}"
-		}
+		input := cmp.Or(strings.TrimSpace(tc.Function.Arguments), "{}")
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(input), &obj); err != nil || obj == nil {
 			return nil, fmt.Errorf("tool_calls[%d] (%s): arguments %q are not a JSON object, as Anthropic's tool_use input must be",

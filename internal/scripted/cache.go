@@ -2,6 +2,7 @@ package scripted
 
 import (
 	"bytes"
+	"cmp"
 	"container/list"
 	"encoding/binary"
 	"errors"
@@ -60,15 +61,9 @@ func (c *PromptCache) validate() error {
 }
 
 func (c PromptCache) withDefaults() PromptCache {
-	if c.MinTokens == 0 {
-		c.MinTokens = DefaultCacheMinTokens
-	}
-	if c.BlockTokens == 0 {
-		c.BlockTokens = DefaultCacheBlockTokens
-	}
-	if c.MaxBlocks == 0 {
-		c.MaxBlocks = DefaultCacheMaxBlocks
-	}
+	c.MinTokens = cmp.Or(c.MinTokens, DefaultCacheMinTokens)
+	c.BlockTokens = cmp.Or(c.BlockTokens, DefaultCacheBlockTokens)
+	c.MaxBlocks = cmp.Or(c.MaxBlocks, DefaultCacheMaxBlocks)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package scripted
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,9 +36,7 @@ func (s *Server) render(rule *compiledRule, v vars, rec Request, cached cacheUse
 		text:      v.expand(rule.reply.Text),
 		finish:    rule.reply.FinishReason,
 	}
-	if rep.model == "" {
-		rep.model = "scripted"
-	}
+	rep.model = cmp.Or(rep.model, "scripted")
 	for _, tc := range rule.reply.ToolCalls {
 		id := fmt.Sprintf("call_%d", s.callIDs.Add(1))
 		if tc.ID != "" {

@@ -1,6 +1,7 @@
 package scripted
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -132,15 +133,11 @@ func decodeOpenAI(body []byte) (incoming, error) {
 		PromptCacheKey: req.PromptCacheKey,
 		hints:          cacheHints{key: req.PromptCacheKey},
 	}
-	if rec.hints.key == "" {
-		rec.hints.key = req.User
-	}
+	rec.hints.key = cmp.Or(rec.hints.key, req.User)
 	if f := req.ResponseFormat; len(f) > 0 && string(f) != "null" {
 		rec.ResponseFormat = f
 	}
-	if rec.MaxTokens == 0 {
-		rec.MaxTokens = req.MaxTokens
-	}
+	rec.MaxTokens = cmp.Or(rec.MaxTokens, req.MaxTokens)
 	rec.ToolsJSON = string(req.Tools)
 	if len(req.Tools) > 0 {
 		var tools []struct {

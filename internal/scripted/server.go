@@ -1,6 +1,7 @@
 package scripted
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -391,10 +392,7 @@ func (s *Server) remember(rec *Request, rule *compiledRule) *Fault {
 		if rec.At.Before(s.refuseUntil) {
 			fault = &s.refused
 		} else if f := rule.fault; f != nil {
-			times := f.Times
-			if times == 0 {
-				times = 1
-			}
+			times := cmp.Or(f.Times, 1)
 			if times < 0 || s.faults[rule.name] < times {
 				s.faults[rule.name]++
 				fault = f
@@ -405,9 +403,7 @@ func (s *Server) remember(rec *Request, rule *compiledRule) *Fault {
 		rec.Faulted = true
 		rec.Status = fault.Status
 	}
-	if rec.Status == 0 {
-		rec.Status = http.StatusOK
-	}
+	rec.Status = cmp.Or(rec.Status, http.StatusOK)
 	if len(s.recorded) >= s.maxRecorded {
 		s.recorded = append(s.recorded[:0], s.recorded[1:]...)
 	}

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -82,12 +83,7 @@ func checkStrict(api string, s any, at string, depth int) string {
 	if !ok {
 		return at + ": a schema must be an object"
 	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		if !strictKeywords[api][k] {
 			return fmt.Sprintf("%s: %q is not permitted", at, k)
 		}
@@ -156,14 +152,7 @@ func checkObject(api string, obj map[string]any, at string) string {
 	return ""
 }
 
-func sortedNames(m map[string]any) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
-}
+func sortedNames(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // strictTool is a tool of a request as the strict check reads it.
 type strictTool struct {

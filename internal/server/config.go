@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -450,12 +451,7 @@ func (c Config) Has(role string) bool {
 	if len(c.Roles) == 0 {
 		return role == RoleWorker
 	}
-	for _, r := range c.Roles {
-		if r == role {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(c.Roles, role)
 }
 
 // Bounds of WorkflowCacheSize: below a hundred workflows, every task of a

@@ -334,31 +334,24 @@ func (s *Server) secrets() secrets.Resolver {
 }
 
 // HTTPAddr is the address /healthz and /metrics are served on, "" when off.
-func (s *Server) HTTPAddr() string {
-	if s.httpLn == nil {
-		return ""
-	}
-	return s.httpLn.Addr().String()
-}
+func (s *Server) HTTPAddr() string { return addrOf(s.httpLn) }
 
 // HTTPAPIAddr is the HTTP API's listening address, "" when off or
 // without the gateway role.
-func (s *Server) HTTPAPIAddr() string {
-	if s.apiLn == nil {
-		return ""
-	}
-	return s.apiLn.Addr().String()
-}
+func (s *Server) HTTPAPIAddr() string { return addrOf(s.apiLn) }
 
 // Client is the server's Temporal client.
 func (s *Server) Client() client.Client { return s.client }
 
 // GRPCAddr is the gateway's listening address, "" without the gateway role.
-func (s *Server) GRPCAddr() string {
-	if s.grpcLn == nil {
+func (s *Server) GRPCAddr() string { return addrOf(s.grpcLn) }
+
+// addrOf is ln's address, "" without ln.
+func addrOf(ln net.Listener) string {
+	if ln == nil {
 		return ""
 	}
-	return s.grpcLn.Addr().String()
+	return ln.Addr().String()
 }
 
 // Metrics is the server's Prometheus registry (served at /metrics).

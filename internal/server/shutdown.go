@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -150,10 +151,7 @@ func (s *Server) stopHTTPAPI() {
 
 // stopTimeout is the worker's StopTimeout, or its default.
 func (s *Server) stopTimeout() time.Duration {
-	if s.cfg.StopTimeout == 0 {
-		return DefaultStopTimeout
-	}
-	return s.cfg.StopTimeout
+	return cmp.Or(s.cfg.StopTimeout, DefaultStopTimeout)
 }
 
 // gatewayTemporal is the Temporal client the gateway starts turns with:

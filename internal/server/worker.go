@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -126,14 +127,14 @@ func (s *Server) workerOptions() worker.Options {
 	// count every poller picks its queue, and a stale sticky-backlog hint
 	// sends them all to the sticky queue: a new workflow's first task then
 	// waits out a whole long poll (about a minute) on the normal one.
-	wfPollers := orDefault(s.cfg.WorkflowPollers, defaultPollers)
+	wfPollers := cmp.Or(s.cfg.WorkflowPollers, defaultPollers)
 	return worker.Options{
 		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
 			InitialNumberOfPollers: wfPollers,
 			MinimumNumberOfPollers: minPollers,
 			MaximumNumberOfPollers: wfPollers,
 		}),
-		MaxConcurrentActivityTaskPollers: orDefault(s.cfg.ActivityPollers, defaultPollers),
+		MaxConcurrentActivityTaskPollers: cmp.Or(s.cfg.ActivityPollers, defaultPollers),
 		MaxHeartbeatThrottleInterval:     heartbeatThrottle,
 		Interceptors:                     []interceptor.WorkerInterceptor{&stickyReset{temporal: s.client, logger: s.logger}},
 		WorkerStopTimeout:                s.stopTimeout(),
@@ -157,13 +158,6 @@ func (s *Server) workerOptions() worker.Options {
 // timeout (workflows' toolHeartbeat): sent at once, each leaves a live
 // worker 2 s to spare on a loaded machine rather than 0.6 s.
 const heartbeatThrottle = time.Second
-
-func orDefault(n, def int) int {
-	if n == 0 {
-		return def
-	}
-	return n
-}
 
 // hooks are what runs around every model and tool call: tracing first,
 // so that its spans hold what the hooks after it do, then the hooks the

@@ -14,6 +14,7 @@ package sse
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -190,10 +191,7 @@ func (rd *Reader) dispatch() (Event, bool) {
 		return Event{}, false
 	}
 	data := strings.TrimSuffix(rd.data.String(), "\n")
-	typ := rd.typ
-	if typ == "" {
-		typ = "message"
-	}
+	typ := cmp.Or(rd.typ, "message")
 	return Event{ID: rd.lastID, Type: typ, Data: data}, true
 }
 

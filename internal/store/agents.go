@@ -33,7 +33,7 @@ ORDER BY a.agent_id`
 // ActiveAgent returns the active version of an agent; agent.CodeNotFound
 // when the tenant has no such agent.
 func (s *Store) ActiveAgent(ctx context.Context, tenantID, agentID string) (agent.Agent, error) {
-	if err := requireAgentKey(tenantID, agentID); err != nil {
+	if err := requireKey(tenantID, "agent_id", agentID); err != nil {
 		return agent.Agent{}, err
 	}
 	a, err := scanAgent(s.pool.QueryRow(ctx, sqlActiveAgent, tenantID, agentID))
@@ -49,7 +49,7 @@ func (s *Store) ActiveAgent(ctx context.Context, tenantID, agentID string) (agen
 // AgentVersion returns one version of an agent, as pinned by a turn;
 // agent.CodeNotFound when it does not exist.
 func (s *Store) AgentVersion(ctx context.Context, tenantID, agentID string, version int) (agent.Agent, error) {
-	if err := requireAgentKey(tenantID, agentID); err != nil {
+	if err := requireKey(tenantID, "agent_id", agentID); err != nil {
 		return agent.Agent{}, err
 	}
 	if version <= 0 {
@@ -106,13 +106,6 @@ func (s *Store) ListAgents(ctx context.Context, tenantID string) ([]agent.Agent,
 		return nil, fmt.Errorf("list agents of tenant %q: %w", tenantID, err)
 	}
 	return agents, nil
-}
-
-func requireAgentKey(tenantID, agentID string) error {
-	if err := requireID("tenant_id", tenantID); err != nil {
-		return err
-	}
-	return requireID("agent_id", agentID)
 }
 
 // scanAgent reads (version, spec). The spec was stored with version 0 so

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -98,9 +99,7 @@ func (s *Store) putBlob(ctx context.Context, data []byte, contentType string) (s
 
 // putInline stores a blob of at most one chunk as one row.
 func (s *Store) putInline(ctx context.Context, sum string, data []byte, contentType string) error {
-	if contentType == "" {
-		contentType = DefaultContentType
-	}
+	contentType = cmp.Or(contentType, DefaultContentType)
 	if data == nil {
 		data = []byte{} // bytea: nil would be NULL
 	}
@@ -167,9 +166,7 @@ func (s *Store) PutTenantBlob(ctx context.Context, tenantID string, data []byte,
 // own makes a stored blob the tenant's, with the content type it gives
 // (DefaultContentType for ""), unless the tenant owns it already.
 func (s *Store) own(ctx context.Context, tenantID, sum, contentType string) error {
-	if contentType == "" {
-		contentType = DefaultContentType
-	}
+	contentType = cmp.Or(contentType, DefaultContentType)
 	if _, err := s.pool.Exec(ctx, sqlOwnBlob, tenantID, sum, contentType); err != nil {
 		return fmt.Errorf("put blob %s for tenant %q: %w", sum, tenantID, err)
 	}
@@ -201,9 +198,7 @@ var errBlobStored = errors.New("blob stored already")
 // writeBlob is WriteTenantBlob; tenantID "" stores a blob no tenant owns
 // (a result's payload).
 func (s *Store) writeBlob(ctx context.Context, tenantID string, r io.Reader, contentType string, maxBytes int64) (agent.BlobInfo, error) {
-	if contentType == "" {
-		contentType = DefaultContentType
-	}
+	contentType = cmp.Or(contentType, DefaultContentType)
 	src := &chunkSource{r: r, h: sha256.New(), buf: make([]byte, s.chunkSize), max: maxBytes, seq: -1}
 	if !src.read() && src.err != nil {
 		return agent.BlobInfo{}, src.err

@@ -64,7 +64,7 @@ SET sha256 = EXCLUDED.sha256, format = EXCLUDED.format, size = EXCLUDED.size,
 // process has none. The bytes are checked against the row's size and
 // hash as they are read.
 func (s *Store) CompiledAgent(ctx context.Context, tenantID, agentID string, version int) (CompiledAgent, error) {
-	if err := requireAgentKey(tenantID, agentID); err != nil {
+	if err := requireKey(tenantID, "agent_id", agentID); err != nil {
 		return CompiledAgent{}, err
 	}
 	var c CompiledAgent
@@ -106,7 +106,7 @@ func (s *Store) CompiledAgent(ctx context.Context, tenantID, agentID string, ver
 // replacing the version's earlier artefact. Writing the same bytes again
 // writes the same object and row. It returns the artefact's ref.
 func (s *Store) PutCompiledAgent(ctx context.Context, tenantID, agentID string, version int, format string, data []byte) (string, error) {
-	if err := requireAgentKey(tenantID, agentID); err != nil {
+	if err := requireKey(tenantID, "agent_id", agentID); err != nil {
 		return "", err
 	}
 	if len(data) > MaxCompiledBytes {

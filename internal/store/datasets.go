@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,10 +53,7 @@ func (s *Store) Recordings(ctx context.Context, tenantID string, sel agent.Recor
 	if err := requireID("tenant_id", tenantID); err != nil {
 		return nil, err
 	}
-	limit := sel.Limit
-	if limit == 0 {
-		limit = agent.MaxRecordCases
-	}
+	limit := cmp.Or(sel.Limit, agent.MaxRecordCases)
 	rows, err := s.pool.Query(ctx, sqlRecordings, tenantID, sel.AgentID, sel.From, sel.To, sel.Channel, sel.Outcome)
 	if err != nil {
 		return nil, fmt.Errorf("select recordings: %w", err)

@@ -47,10 +47,7 @@ SELECT result FROM eval_cases WHERE tenant_id = $1 AND eval_id = $2 ORDER BY ord
 // BeginEval records an evaluation as running. Idempotent: a run already
 // recorded is left as it is.
 func (s *Store) BeginEval(ctx context.Context, in agent.EvalInput) error {
-	if err := requireID("tenant_id", in.TenantID); err != nil {
-		return err
-	}
-	if err := requireID("eval_id", in.EvalID); err != nil {
+	if err := requireKey(in.TenantID, "eval_id", in.EvalID); err != nil {
 		return err
 	}
 	if _, err := s.pool.Exec(ctx, sqlBeginEval, in.TenantID, in.EvalID, in.Dataset.Name, in.AgentID, in.Versions, len(in.Dataset.Cases)); err != nil {

@@ -191,7 +191,7 @@ func scanProcessVersion(row pgx.Row) (agent.ProcessVersion, error) {
 // latest). agent.CodeNotFound names the tenant's processes, or the
 // versions there are.
 func (s *Store) Process(ctx context.Context, tenantID, tag string, version int) (agent.ProcessVersion, error) {
-	if err := requireProcessKey(tenantID, tag); err != nil {
+	if err := requireKey(tenantID, "tag", tag); err != nil {
 		return agent.ProcessVersion{}, err
 	}
 	if version < 0 {
@@ -258,7 +258,7 @@ FROM process_patches WHERE tenant_id = $1 AND job_id = $2 AND call_id = $3`
 // with the patch that made it (definitions left out: read a version with
 // Process).
 func (s *Store) ProcessHistory(ctx context.Context, tenantID, tag string) ([]agent.ProcessHistoryEntry, error) {
-	if err := requireProcessKey(tenantID, tag); err != nil {
+	if err := requireKey(tenantID, "tag", tag); err != nil {
 		return nil, err
 	}
 	out, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (agent.ProcessHistoryEntry, error) {
@@ -360,7 +360,7 @@ func PatchID(tenantID, jobID, callID string) string {
 // again); agent.CodeNotFound when the process does not exist. def is
 // stored as given: check it first (internal/process).
 func (s *Store) PatchProcess(ctx context.Context, p agent.ProcessPatch, def json.RawMessage) (agent.ProcessPatch, error) {
-	if err := requireProcessKey(p.TenantID, p.Tag); err != nil {
+	if err := requireKey(p.TenantID, "tag", p.Tag); err != nil {
 		return agent.ProcessPatch{}, err
 	}
 	if err := requireJobKey(p.TenantID, p.JobID); err != nil {
@@ -436,11 +436,4 @@ func (s *Store) PatchProcess(ctx context.Context, p agent.ProcessPatch, def json
 		return agent.ProcessPatch{}, fmt.Errorf("patch process %q: %w", p.Tag, err)
 	}
 	return out, nil
-}
-
-func requireProcessKey(tenantID, tag string) error {
-	if err := requireID("tenant_id", tenantID); err != nil {
-		return err
-	}
-	return requireID("tag", tag)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -115,14 +116,8 @@ func (s *Store) SaveResult(ctx context.Context, tenantID, workflowID string, r a
 	if err != nil {
 		return agent.TurnResult{}, fmt.Errorf("save result %q: encode tool calls: %w", r.JobID, err)
 	}
-	version := r.Version
-	if version == "" {
-		version = agent.ProtocolVersion
-	}
-	agentID := r.Metadata.AgentID
-	if agentID == "" {
-		agentID = req.AgentID
-	}
+	version := cmp.Or(r.Version, agent.ProtocolVersion)
+	agentID := cmp.Or(r.Metadata.AgentID, req.AgentID)
 	hash := req.Hash()
 	// The turn's own clock says when it ended (it is in the workflow's
 	// history); a result without one is stamped as it is stored.
@@ -229,7 +224,7 @@ func (s *Store) ResultOf(ctx context.Context, req agent.TurnRequest) (agent.Turn
 // stored result, when it has one (as ResultOf: CodeConflict when that is
 // another request's).
 func (s *Store) TurnStart(ctx context.Context, req agent.TurnRequest, agentID string) (agent.Agent, *agent.TurnResult, error) {
-	if err := requireAgentKey(req.TenantID, agentID); err != nil {
+	if err := requireKey(req.TenantID, "agent_id", agentID); err != nil {
 		return agent.Agent{}, nil, err
 	}
 	if err := requireJobKey(req.TenantID, req.JobID); err != nil {

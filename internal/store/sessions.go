@@ -70,10 +70,7 @@ LIMIT $3`
 // (job_id, job_index) key backs this up should two appends of the same job
 // race.
 func (s *Store) AppendSession(ctx context.Context, tenantID, sessionID, jobID string, msgs []agent.Message) error {
-	if err := requireID("tenant_id", tenantID); err != nil {
-		return err
-	}
-	if err := requireID("session_id", sessionID); err != nil {
+	if err := requireKey(tenantID, "session_id", sessionID); err != nil {
 		return err
 	}
 	if err := requireJobID(jobID); err != nil {
@@ -121,10 +118,7 @@ func (s *Store) AppendSession(ctx context.Context, tenantID, sessionID, jobID st
 // SessionMessages returns the last limit messages of a session's transcript
 // in order (limit 0: all of them); none for an unknown session.
 func (s *Store) SessionMessages(ctx context.Context, tenantID, sessionID string, limit int) ([]agent.Message, error) {
-	if err := requireID("tenant_id", tenantID); err != nil {
-		return nil, err
-	}
-	if err := requireID("session_id", sessionID); err != nil {
+	if err := requireKey(tenantID, "session_id", sessionID); err != nil {
 		return nil, err
 	}
 	if limit < 0 {
@@ -282,10 +276,7 @@ type SessionMemory struct {
 // SessionMemory reads a session's summary and at most limit of its latest
 // messages after it; none of either for an unknown session.
 func (s *Store) SessionMemory(ctx context.Context, tenantID, sessionID string, limit int) (SessionMemory, error) {
-	if err := requireID("tenant_id", tenantID); err != nil {
-		return SessionMemory{}, err
-	}
-	if err := requireID("session_id", sessionID); err != nil {
+	if err := requireKey(tenantID, "session_id", sessionID); err != nil {
 		return SessionMemory{}, err
 	}
 	if limit <= 0 {
@@ -333,10 +324,7 @@ type Summary struct {
 // statement. It reports whether it stored it.
 func (s *Store) PutSummary(ctx context.Context, sum Summary) (bool, error) {
 	c := sum.Call
-	if err := requireID("tenant_id", c.TenantID); err != nil {
-		return false, err
-	}
-	if err := requireID("session_id", c.SessionID); err != nil {
+	if err := requireKey(c.TenantID, "session_id", c.SessionID); err != nil {
 		return false, err
 	}
 	if sum.Through <= 0 || c.Attempt < 1 {
@@ -369,10 +357,7 @@ type SessionState struct {
 // job): agent.SessionEndClose closes it, agent.SessionEndMark marks it
 // inactive. Idempotent: a closed session stays closed, by its first job.
 func (s *Store) EndSession(ctx context.Context, tenantID, sessionID, jobID, end string) error {
-	if err := requireID("tenant_id", tenantID); err != nil {
-		return err
-	}
-	if err := requireID("session_id", sessionID); err != nil {
+	if err := requireKey(tenantID, "session_id", sessionID); err != nil {
 		return err
 	}
 	state := SessionInactive

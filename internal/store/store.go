@@ -237,6 +237,14 @@ func requireID(field, v string) error {
 	return agent.ValidateID(field, v)
 }
 
+// requireKey validates a tenant's id, then the id of field within it.
+func requireKey(tenantID, field, id string) error {
+	if err := requireID("tenant_id", tenantID); err != nil {
+		return err
+	}
+	return requireID(field, id)
+}
+
 // querier runs a query: the pool, or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

@@ -16,6 +16,7 @@ package structured
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,10 +102,7 @@ type CompileError struct {
 }
 
 func (e *CompileError) Error() string {
-	kind := e.Kind
-	if kind == "" {
-		kind = "output"
-	}
+	kind := cmp.Or(e.Kind, "output")
 	if e.Pointer == "" {
 		return kind + " schema does not compile: " + e.Message
 	}
@@ -147,21 +145,7 @@ func cleanError(err error) error {
 // answer so. Otherwise problems says what is wrong, each problem with the
 // JSON Pointer of the value it is about.
 func (s *Schema) Check(answer string) (json.RawMessage, Problems) {
-	text := Unfence(answer)
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-	if err != nil {
-		return nil, Problems{{Message: fmt.Sprintf("the answer is not JSON: %v", err)}}
-	}
-	if err := s.s.Validate(doc); err != nil {
-		return nil, problems(err)
-	}
-	var out bytes.Buffer
-	if err := json.Compact(&out, []byte(text)); err != nil {
-		// jsonschema read it as JSON; encoding/json is stricter only
-		// about things that do not parse at all.
-		return nil, Problems{{Message: fmt.Sprintf("the answer is not JSON: %v", err)}}
-	}
-	return out.Bytes(), nil
+	return s.check([]byte(Unfence(answer)), "the answer is")
 }
 
 // CheckArguments reads a tool call's arguments (a JSON object, from a
@@ -170,16 +154,24 @@ func (s *Schema) Check(answer string) (json.RawMessage, Problems) {
 // sent them, with problems nil; otherwise problems says what is wrong,
 // each problem with the JSON Pointer of the value it is about.
 func (s *Schema) CheckArguments(raw json.RawMessage) (json.RawMessage, Problems) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	return s.check(raw, "the arguments are")
+}
+
+// check reads data as JSON and validates it, as Check and CheckArguments
+// do; what ("the answer is") opens a problem that it is not JSON.
+func (s *Schema) check(data []byte, what string) (json.RawMessage, Problems) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
-		return nil, Problems{{Message: fmt.Sprintf("the arguments are not JSON: %v", err)}}
+		return nil, Problems{{Message: fmt.Sprintf("%s not JSON: %v", what, err)}}
 	}
 	if err := s.s.Validate(doc); err != nil {
 		return nil, problems(err)
 	}
 	var out bytes.Buffer
-	if err := json.Compact(&out, raw); err != nil {
-		return nil, Problems{{Message: fmt.Sprintf("the arguments are not JSON: %v", err)}}
+	if err := json.Compact(&out, data); err != nil {
+		// jsonschema read it as JSON; encoding/json is stricter only
+		// about things that do not parse at all.
+		return nil, Problems{{Message: fmt.Sprintf("%s not JSON: %v", what, err)}}
 	}
 	return out.Bytes(), nil
 }

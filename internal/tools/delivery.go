@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -44,10 +45,7 @@ func CallKey(tenantID, jobID, callID string) string {
 // (Kind.Resolve's output): the entry's when the catalog wrote one, else
 // the derived tool's own.
 func DerivedDelivery(entry, derived string) string {
-	if entry != "" {
-		return entry
-	}
-	return derived
+	return cmp.Or(entry, derived)
 }
 
 // mcpDelivery is the delivery of a server's tool: idempotent when the

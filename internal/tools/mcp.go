@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -400,9 +401,7 @@ func (c mcpConfig) credentials() []egress.Credential {
 func mcpOutput(res *mcp.CallToolResult) (Output, error) {
 	text := mcpText(res.Content)
 	if res.IsError {
-		if text == "" {
-			text = "the tool failed and said no more"
-		}
+		text = cmp.Or(text, "the tool failed and said no more")
 		return Output{}, agent.Errorf(agent.CodeInvalid, "%s", text)
 	}
 	out := Output{Text: text, Files: mcpFiles(res.Content)}
@@ -585,10 +584,7 @@ func mcpParameters(t *mcp.Tool) (json.RawMessage, error) {
 }
 
 func mcpDescription(entry string, t *mcp.Tool) string {
-	d := strings.TrimSpace(t.Description)
-	if d == "" {
-		d = strings.TrimSpace(t.Title)
-	}
+	d := cmp.Or(strings.TrimSpace(t.Description), strings.TrimSpace(t.Title))
 	if d == "" {
 		d = fmt.Sprintf("The %s tool of MCP server %s.", t.Name, entry)
 	}

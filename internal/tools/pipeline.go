@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -372,9 +373,7 @@ func fileName(disposition, urlPath string) string {
 	if _, params, err := mime.ParseMediaType(disposition); err == nil {
 		name = params["filename"]
 	}
-	if name == "" {
-		name = urlPath
-	}
+	name = cmp.Or(name, urlPath)
 	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
 		name = name[i+1:]
 	}

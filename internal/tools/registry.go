@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -129,10 +130,7 @@ func (r *Registry) Execute(ctx context.Context, spec agent.Tool, call Call) (Out
 		out, err = clean.output(out)
 	}
 	if err != nil {
-		name := spec.Name
-		if name == "" {
-			name = spec.Kind
-		}
+		name := cmp.Or(spec.Name, spec.Kind)
 		return Output{}, clean.redactor().Error(fmt.Errorf("%s: %w", name, err))
 	}
 	return out, nil

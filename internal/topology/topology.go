@@ -11,6 +11,7 @@
 package topology
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,12 +83,8 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.Workers == 0 {
-		o.Workers = 2
-	}
-	if o.Gateways == 0 {
-		o.Gateways = 1
-	}
+	o.Workers = cmp.Or(o.Workers, 2)
+	o.Gateways = cmp.Or(o.Gateways, 1)
 }
 
 // Topology is a running production-like deployment. Stop it when done.

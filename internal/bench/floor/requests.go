@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -57,12 +58,7 @@ func (r *requestTimes) print(w io.Writer, runs int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.on = false
-	kinds := make([]string, 0, len(r.byKind))
-	for k := range r.byKind {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	for _, k := range kinds {
+	for _, k := range slices.Sorted(maps.Keys(r.byKind)) {
 		t := r.byKind[k]
 		fmt.Fprintf(w, "  %-36s %5.2f per workflow  %6.2f ms\n", k, float64(t.n)/float64(runs),
 			float64(t.total.Microseconds())/1000/float64(t.n))

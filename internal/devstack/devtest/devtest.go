@@ -29,6 +29,7 @@
 package devtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -114,9 +115,7 @@ func Main(m *testing.M) {
 	code := m.Run()
 	if err := errors.Join(shared.temporal.stop(), shared.postgres.stop(), shared.objects.stop()); err != nil {
 		fmt.Fprintf(os.Stderr, "devtest: stop dev servers: %v\n", err)
-		if code == 0 {
-			code = 1
-		}
+		code = cmp.Or(code, 1)
 	}
 	os.Exit(code)
 }

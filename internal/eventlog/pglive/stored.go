@@ -115,22 +115,7 @@ func (p *Publisher) Append(ctx context.Context, b agent.TokenBatch) error {
 	if err != nil {
 		return err
 	}
-	rows, err := p.pool.Query(ctx, sqlAppend, b.StreamID, b.Step, b.Attempt, b.First, last, events, Channel, payload)
-	if err != nil {
-		return fmt.Errorf("store batch: %w", err)
-	}
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store batch: %w", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("batch %d of stream %q, step %d, attempt %d: %w", b.First, b.StreamID, b.Step, b.Attempt, eventlog.ErrFenced)
-	}
-	return nil
+	return p.fenced(ctx, b, "store batch", sqlAppend, b.StreamID, b.Step, b.Attempt, b.First, last, events, Channel, payload)
 }
 
 // Put stores the turn's own events that it handed an activity
@@ -165,9 +150,15 @@ func (p *Publisher) PublishFenced(ctx context.Context, b agent.TokenBatch) error
 	if err != nil {
 		return err
 	}
-	rows, err := p.pool.Query(ctx, sqlPublishFenced, b.StreamID, b.Step, b.Attempt, Channel, payload)
+	return p.fenced(ctx, b, "publish batch", sqlPublishFenced, b.StreamID, b.Step, b.Attempt, Channel, payload)
+}
+
+// fenced runs sql, which returns a row only while b's call holds its
+// stream: none is eventlog.ErrFenced. what names the work in errors.
+func (p *Publisher) fenced(ctx context.Context, b agent.TokenBatch, what, sql string, args ...any) error {
+	rows, err := p.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return fmt.Errorf("publish batch: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	n := 0
 	for rows.Next() {
@@ -175,7 +166,7 @@ func (p *Publisher) PublishFenced(ctx context.Context, b agent.TokenBatch) error
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("publish batch: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("batch %d of stream %q, step %d, attempt %d: %w", b.First, b.StreamID, b.Step, b.Attempt, eventlog.ErrFenced)

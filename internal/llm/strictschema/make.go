@@ -2,12 +2,13 @@ package strictschema
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -115,10 +116,7 @@ func decode(b []byte) (any, error) {
 type refusal struct{ at, why string }
 
 func (r *refusal) Error() string {
-	at := r.at
-	if at == "" {
-		at = "/"
-	}
+	at := cmp.Or(r.at, "/")
 	return "at " + at + ": " + r.why
 }
 
@@ -413,10 +411,7 @@ func nullable(s map[string]any) map[string]any {
 	_, hasConst := s["const"]
 	if t, ok := s["type"]; ok && !hasConst && s["$ref"] == nil && s["anyOf"] == nil && s["allOf"] == nil {
 		types, _ := typesOf(t)
-		c := make(map[string]any, len(s))
-		for k, v := range s {
-			c[k] = v
-		}
+		c := maps.Clone(s)
 		list := make([]any, 0, len(types)+1)
 		for _, t := range types {
 			list = append(list, t)
@@ -526,14 +521,7 @@ func describe(desc any, notes []string) string {
 	return d + " (" + n + ")"
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // pointerEscape escapes a name for a JSON pointer (RFC 6901).
 func pointerEscape(s string) string {

@@ -2,6 +2,7 @@ package k8sjob
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -181,9 +182,7 @@ func expand(s string, args map[string]json.RawMessage) (string, error) {
 		name := placeholder.FindStringSubmatch(m)[1]
 		v, ok := args[name]
 		if !ok || string(v) == "null" {
-			if missing == "" {
-				missing = name
-			}
+			missing = cmp.Or(missing, name)
 			return ""
 		}
 		var str string
