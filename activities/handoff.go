@@ -2,11 +2,12 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/activity"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/agentflow/agentflow/internal/contract"
 )
@@ -71,12 +72,20 @@ func (h *handoffs) put(key string, c *handedCall) {
 	}()
 }
 
-func (h *handoffs) take(key string) *handedCall {
+// get is the call handed off under key; nil for none.
+func (h *handoffs) get(key string) *handedCall {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.calls[key]
-	delete(h.calls, key)
-	return c
+	return h.calls[key]
+}
+
+// drop forgets c, once its result is taken or it is stopped.
+func (h *handoffs) drop(key string, c *handedCall) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calls[key] == c {
+		delete(h.calls, key)
+	}
 }
 
 // callHandingOff runs a local call that may hand off (HandOffAfterMs):
@@ -122,25 +131,44 @@ func (a *Activities) callHandingOff(ctx context.Context, in contract.CallModelIn
 // AwaitModel takes over a model call its local activity handed off
 // (CallModelResult.HandedOff) and returns its result, heartbeating while
 // it waits; cancelled, it stops the call. A call this worker does not
-// hold — the worker that ran it was lost, or this is a retry — is made
-// again, as the step's attempts after in.AttemptBase (the handed-off
-// call's).
+// hold — the worker that ran it was lost, or an attempt before this one
+// took its result, a failure — is made again, as the step's attempts
+// after in.AttemptBase (the handed-off call's).
+//
+// An attempt the server gave up on (its heartbeat came late, on a loaded
+// worker) leaves the call running for the attempt after it, which finds
+// it here: the model is not asked twice for one step because a heartbeat
+// was slow.
 func (a *Activities) AwaitModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
 	in.HandOffAfterMs = 0
-	c := a.handoffs.take(handOffKey(in))
-	if c == nil || activity.GetInfo(ctx).Attempt > 1 {
-		if c != nil {
-			c.cancel()
-		}
+	key := handOffKey(in)
+	c := a.handoffs.get(key)
+	if c == nil {
 		return a.CallModel(ctx, in)
 	}
 	defer keepAlive(ctx, time.Second, nil)()
 	select {
 	case <-c.done:
+		a.handoffs.drop(key, c)
 		return c.res, c.err
 	case <-ctx.Done():
-		c.cancel()
-		<-c.done
+		if !abandoned(ctx) {
+			a.handoffs.drop(key, c)
+			c.cancel()
+			<-c.done
+		}
 		return contract.CallModelResult{}, ctx.Err()
 	}
+}
+
+// abandoned reports whether an activity's context ended because the
+// server no longer runs this attempt (it timed out, and is retried) rather
+// than because it was cancelled: its heartbeat was answered "not found",
+// or could not be sent for the whole heartbeat timeout.
+func abandoned(ctx context.Context) bool {
+	var notFound *serviceerror.NotFound
+	var unavailable *serviceerror.Unavailable
+	var late *serviceerror.DeadlineExceeded
+	cause := context.Cause(ctx)
+	return errors.As(cause, &notFound) || errors.As(cause, &unavailable) || errors.As(cause, &late)
 }
