@@ -52,6 +52,9 @@ type Options struct {
 	// them in a catalog ("name:model"): any langchaingo model — one of
 	// its many providers, or your own implementation of llms.Model.
 	Models map[string]llms.Model
+	// Scorers are checks of your own on every case this worker's
+	// evaluations score, beside the dataset's expectations (Scorer).
+	Scorers []Scorer
 	// ScriptedModel serves AGENTFLOW_SCRIPT's offline model, for test and
 	// demo builds only; nil: a worker that refuses a script.
 	ScriptedModel ScriptedModel
@@ -105,6 +108,7 @@ func Run(ctx context.Context, o Options, logger *zap.Logger) error {
 	}
 	cfg.ToolKinds = append(cfg.ToolKinds, o.Tools...)
 	cfg.Hooks = append(cfg.Hooks, o.Hooks...)
+	cfg.Scorers = append(cfg.Scorers, o.Scorers...)
 	cfg.ScriptedModel = o.ScriptedModel
 	if len(o.Models) > 0 {
 		cfg.Model.Providers = o.Models

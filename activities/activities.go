@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/approval"
+	"github.com/agentflow/agentflow/internal/evals"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/hooks"
@@ -88,6 +89,9 @@ type Deps struct {
 	// Hooks run around every model and tool call (internal/hooks):
 	// tracing and the concerns a worker adds. Default: none.
 	Hooks *hooks.Registry
+	// Scorers are the worker's own checks on every case an evaluation
+	// scores (evals.Scorer), after the dataset's and a judge's.
+	Scorers []evals.Scorer
 	// TelegramAPI is the Bot API's base URL the Deliver activity sends
 	// Telegram answers to (AGENTFLOW_TELEGRAM_API). Default
 	// DefaultTelegramAPI.
@@ -136,6 +140,7 @@ type Activities struct {
 	gate       approval.Gate
 	governor   *governor.Governor
 	hooks      *hooks.Registry
+	scorers    []evals.Scorer
 
 	knowledge *knowledge.Store
 	embedder  knowledge.Embedder
@@ -196,6 +201,7 @@ func New(d Deps) (*Activities, error) {
 		memories:        d.Memories,
 		programs:        cmp.Or(d.Programs, program.New(program.Options{})),
 	}
+	a.scorers = d.Scorers
 	a.hooks = hooks.New(append([]hooks.Handler{a.inputGuards()}, d.Hooks.Handlers()...)...)
 	return a, nil
 }

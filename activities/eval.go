@@ -39,7 +39,8 @@ func (a *Activities) FinishEval(ctx context.Context, in contract.FinishEvalInput
 }
 
 // ScoreEvalCase scores a case's ended turn (evals.Score; a judge model
-// when the case asks for one, its call counted in the usage ledger),
+// when the case asks for one, its call counted in the usage ledger; the
+// worker's own scorers, Deps.Scorers),
 // adds the turn's tokens, cost and time, and stores the result once: a
 // retry that finds it stored stores nothing more, and the result it
 // returns is the one it computed, which the store's first write matches
@@ -81,6 +82,11 @@ func (a *Activities) ScoreEvalCase(ctx context.Context, in contract.ScoreEvalCas
 		out.Checks = append(out.Checks, check)
 		row.Judge = call
 	}
+	own, err := evals.Own(ctx, a.scorers, in.Case, res)
+	if err != nil {
+		return agent.EvalCaseResult{}, err
+	}
+	out.Checks = append(out.Checks, own...)
 	out.Passed = true
 	for _, c := range out.Checks {
 		out.Passed = out.Passed && c.Passed

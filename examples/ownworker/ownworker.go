@@ -1,6 +1,7 @@
 // Package ownworker is a worker of your own, built with agentflow's public
-// Go API: the runtime, a Go function as a tool (weather.go) and a guard of
-// the team's own as a hook (guard.go). ./worker is its ten-line main.
+// Go API: the runtime, a Go function as a tool (weather.go), a guard of
+// the team's own as a hook (guard.go) and a scorer of its evaluations
+// (scorer.go). ./worker is its ten-line main.
 package ownworker
 
 import "github.com/agentflow/agentflow"
@@ -13,6 +14,9 @@ func Options() agentflow.Options {
 		},
 		Hooks: []agentflow.Hook{
 			NoCardNumbers(), // guard.go: one file and this line
+		},
+		Scorers: []agentflow.Scorer{
+			UnitsStated(), // scorer.go
 		},
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/agentflow/agentflow"
 	"github.com/agentflow/agentflow/examples/ownworker"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -32,6 +34,9 @@ rules:
   - name: ask
     when: {user: 'Lisbon'}
     reply: {tool_calls: [{name: weather, arguments: '{"city": "Lisbon"}'}]}
+  - name: vague
+    when: {user: 'Porto'}
+    reply: {text: 'It is 19 and cloudy in Porto.'}
   - name: ask-badly
     when: {user: 'Oslo'}
     reply: {tool_calls: [{name: weather, arguments: '{"town": "Oslo"}'}]}
@@ -53,7 +58,8 @@ func TestOwnWorker(t *testing.T) {
 		default:
 		}
 	}}
-	srv := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{string(catalog)}, ToolKinds: o.Tools, Hooks: append(o.Hooks, audit)})
+	srv := testserver.Start(t, testserver.Options{Script: script, Catalogs: []string{string(catalog)}, ToolKinds: o.Tools,
+		Hooks: append(o.Hooks, audit), Scorers: o.Scorers})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	turn := func(prompt string) agent.TurnResult {
@@ -98,4 +104,42 @@ func TestOwnWorker(t *testing.T) {
 		require.Equal(t, "forecaster", got.AgentID)
 		require.Equal(t, status, got.Result.Status, "a hook sees each turn's end, as stored")
 	}
+
+	evaluate(ctx, t, srv)
+}
+
+// evaluate runs an evaluation on the example's worker: the scorer checks
+// every answer that gives a temperature, and says nothing of one that
+// gives none.
+func evaluate(ctx context.Context, t *testing.T, srv *testserver.Server) {
+	completed := agent.EvalExpect{Status: agent.StatusCompleted}
+	in := agent.EvalInput{TenantID: "demo", EvalID: "units-" + testserver.RandomID(), AgentID: "forecaster", Versions: []int{1}, Concurrency: 1,
+		Dataset: agent.EvalDataset{Name: "weather", Cases: []agent.EvalCase{
+			{ID: "lisbon", Expect: completed, Prompt: "What is the weather in Lisbon?"},
+			{ID: "porto", Expect: completed, Prompt: "What is the weather in Porto?"},
+			{ID: "oslo", Expect: completed, Prompt: "And in Oslo?"},
+		}}}
+	run, err := srv.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: contract.EvalWorkflowID(in.TenantID, in.EvalID), TaskQueue: srv.TaskQueue},
+		contract.Evaluation, in)
+	require.NoError(t, err)
+	var done agent.EvalRun
+	require.NoError(t, run.Get(ctx, &done))
+	stored, err := srv.Store().EvalRun(ctx, in.TenantID, in.EvalID)
+	require.NoError(t, err)
+	require.Len(t, stored.Cases, 3)
+	checks := map[string][]agent.EvalCheck{}
+	for _, c := range stored.Cases {
+		for _, ch := range c.Checks {
+			if ch.Name == "units-stated" {
+				checks[c.CaseID] = append(checks[c.CaseID], ch)
+			}
+		}
+	}
+	require.Equal(t, map[string][]agent.EvalCheck{
+		"lisbon": {{Name: "units-stated", Passed: true}},
+		"porto":  {{Name: "units-stated", Passed: false, Detail: "the answer gives 19 without a unit"}},
+	}, checks, "the scorer checks answers with a temperature, and only those")
+	require.Equal(t, []agent.EvalTotals{{Version: 1, Cases: 3, Passed: 2, Tokens: done.Totals[0].Tokens,
+		LatencyP50MS: done.Totals[0].LatencyP50MS, LatencyMaxMS: done.Totals[0].LatencyMaxMS}}, done.Totals,
+		"a scorer's failed check fails its case")
 }

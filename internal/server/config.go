@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/deploy"
+	"github.com/agentflow/agentflow/internal/evals"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/hooks"
@@ -280,6 +281,9 @@ type Config struct {
 	// concerns of its own: a guard, an audit log. Not from the
 	// environment; default none.
 	Hooks []hooks.Handler
+	// Scorers are the worker's own checks on every evaluation case it
+	// scores (evals.Scorer).
+	Scorers []evals.Scorer
 	// StopTimeout is how long a worker told to stop (SIGTERM) lets the
 	// activities in flight finish — model calls stream to their end — once
 	// it has stopped polling; what is still running then is cancelled and

@@ -110,7 +110,7 @@ func (s *Server) newActivities(model *llm.Router, gov *governor.Governor, embedd
 			return pglive.Interrupt(ctx, s.store.Pool(), streamID)
 		},
 		StreamInterval: s.cfg.StreamInterval, DataInlineBytes: s.cfg.ToolDataInline,
-		Hooks: s.hooks(), Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
+		Hooks: s.hooks(), Scorers: s.cfg.Scorers, Vault: s.vault, TelegramAPI: s.cfg.TelegramAPI, MaxModelTimeout: s.cfg.MaxModelTimeout,
 		MaxToolTimeout: s.cfg.MaxToolTimeout,
 		Knowledge:      s.knowledge, Embedder: embedder,
 		Memories: s.knowledge.Memories(embedder, s.memoryModel()),

@@ -48,6 +48,7 @@ import (
 	"github.com/agentflow/agentflow/internal/catalog"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
+	"github.com/agentflow/agentflow/internal/evals"
 	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/hooks"
@@ -163,6 +164,9 @@ type Options struct {
 	// Hooks run around every model and tool call after tracing
 	// (server.Config.Hooks). Default: none.
 	Hooks []hooks.Handler
+	// Scorers are the worker's own evaluation checks
+	// (server.Config.Scorers). Default: none.
+	Scorers []evals.Scorer
 	// TemporalAddress and Namespace are a Temporal server of the test's
 	// own, for instance a dev server with its Web UI, and
 	// TemporalHTTPAddress its HTTP API, closed to tools. Default: the dev
@@ -323,6 +327,7 @@ func (s *Server) config(t testing.TB, opts Options, st stack) server.Config {
 		TelegramAPI:              opts.TelegramAPI,
 		ToolKinds:                opts.ToolKinds,
 		Hooks:                    opts.Hooks,
+		Scorers:                  opts.Scorers,
 		MaxStreamsPerTenant:      opts.MaxStreamsPerTenant,
 		HTTPBodyTimeout:          opts.HTTPBodyTimeout,
 		ModelLimits:              opts.ModelLimits,
