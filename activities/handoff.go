@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ type handedCall struct {
 	done    chan struct{}
 	attempt chan int // the step's attempt the call runs as, once numbered
 	cancel  context.CancelFunc
+	awaited int // the AwaitModel attempts waiting for it (handoffs.mu)
 	res     contract.CallModelResult
 	err     error
 }
@@ -38,6 +40,8 @@ type handedCall struct {
 type handoffs struct {
 	mu    sync.Mutex
 	calls map[string]*handedCall
+	// reclaim is reclaimWithin, unless a test shortens it.
+	reclaim time.Duration
 }
 
 // handOffKey names a step's call among a worker's handed-off ones.
@@ -72,20 +76,48 @@ func (h *handoffs) put(key string, c *handedCall) {
 	}()
 }
 
-// get is the call handed off under key; nil for none.
-func (h *handoffs) get(key string) *handedCall {
+// claim is the call handed off under key, now awaited by one more
+// AwaitModel attempt; nil for none.
+func (h *handoffs) claim(key string) *handedCall {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.calls[key]
+	c := h.calls[key]
+	if c != nil {
+		c.awaited++
+	}
+	return c
 }
 
 // drop forgets c, once its result is taken or it is stopped.
 func (h *handoffs) drop(key string, c *handedCall) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	c.awaited--
 	if h.calls[key] == c {
 		delete(h.calls, key)
 	}
+}
+
+// reclaimWithin is how long a call an abandoned AwaitModel attempt
+// leaves running waits for the attempt after it: the retry's first
+// interval and some. A retry that went to another worker calls the model
+// there, and this call is stopped.
+const reclaimWithin = 10 * time.Second
+
+// abandon leaves c running for the retry of an attempt Temporal gave up
+// on; unclaimed by then, it is stopped and forgotten.
+func (h *handoffs) abandon(key string, c *handedCall) {
+	h.mu.Lock()
+	c.awaited--
+	h.mu.Unlock()
+	time.AfterFunc(cmp.Or(h.reclaim, reclaimWithin), func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.calls[key] == c && c.awaited == 0 {
+			delete(h.calls, key)
+			c.cancel()
+		}
+	})
 }
 
 // callHandingOff runs a local call that may hand off (HandOffAfterMs):
@@ -138,11 +170,12 @@ func (a *Activities) callHandingOff(ctx context.Context, in contract.CallModelIn
 // An attempt the server gave up on (its heartbeat came late, on a loaded
 // worker) leaves the call running for the attempt after it, which finds
 // it here: the model is not asked twice for one step because a heartbeat
-// was slow.
+// was slow. A retry that goes elsewhere calls the model there, and the
+// call left here is stopped (reclaimWithin).
 func (a *Activities) AwaitModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
 	in.HandOffAfterMs = 0
 	key := handOffKey(in)
-	c := a.handoffs.get(key)
+	c := a.handoffs.claim(key)
 	if c == nil {
 		return a.CallModel(ctx, in)
 	}
@@ -152,11 +185,13 @@ func (a *Activities) AwaitModel(ctx context.Context, in contract.CallModelInput)
 		a.handoffs.drop(key, c)
 		return c.res, c.err
 	case <-ctx.Done():
-		if !abandoned(ctx) {
-			a.handoffs.drop(key, c)
-			c.cancel()
-			<-c.done
+		if abandoned(ctx) {
+			a.handoffs.abandon(key, c)
+			return contract.CallModelResult{}, ctx.Err()
 		}
+		a.handoffs.drop(key, c)
+		c.cancel()
+		<-c.done
 		return contract.CallModelResult{}, ctx.Err()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
@@ -43,7 +44,7 @@ func TestAwaitModelRetryTakesOver(t *testing.T) {
 			require.Error(t, err)
 			require.Equal(t, !tc.abandoned, stopped, "the call is stopped only when the turn cancelled the attempt")
 			if !tc.abandoned {
-				require.Nil(t, a.handoffs.get(handOffKey(in)), "a stopped call is forgotten")
+				require.Nil(t, held(a, in), "a stopped call is forgotten")
 				return
 			}
 
@@ -54,9 +55,30 @@ func TestAwaitModelRetryTakesOver(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "the answer", res.Content)
 			require.False(t, stopped)
-			require.Nil(t, a.handoffs.get(handOffKey(in)), "a taken result is forgotten")
+			require.Nil(t, held(a, in), "a taken result is forgotten")
 		})
 	}
+	t.Run("a retry that went elsewhere", func(t *testing.T) {
+		a := &Activities{}
+		a.handoffs.reclaim = 10 * time.Millisecond
+		stopped := make(chan struct{})
+		call := &handedCall{done: make(chan struct{})}
+		call.cancel = func() { close(stopped); close(call.done) }
+		a.handoffs.put(handOffKey(in), call)
+		ended, end := context.WithCancelCause(context.Background())
+		end(serviceerror.NewNotFound("timed out"))
+		_, err := awaitIn(ended, a, in)
+		require.Error(t, err)
+		<-stopped // no attempt came for it: it is stopped
+		require.Nil(t, held(a, in), "and forgotten")
+	})
+}
+
+// held is the call a handed off under in's key; nil for none.
+func held(a *Activities, in contract.CallModelInput) *handedCall {
+	a.handoffs.mu.Lock()
+	defer a.handoffs.mu.Unlock()
+	return a.handoffs.calls[handOffKey(in)]
 }
 
 // awaitIn runs AwaitModel as an activity whose context derives from ctx.
