@@ -351,21 +351,3 @@ func (l *logging) finishStep(ctx workflow.Context, step int, reply contract.Call
 	}
 	l.emit(ctx, e)
 }
-
-// overBudget is the turn's failure once it has used more tokens than its
-// budget (the agent's, or the lower one its request set).
-func (t *turn) overBudget(limits agent.Limits) *agent.TurnError {
-	b := t.req.Budget(limits)
-	if b <= 0 || t.usage.TotalTokens <= b {
-		return nil
-	}
-	whose := "the agent's budget"
-	if b != limits.TokenBudget {
-		whose = "the budget its request set"
-	}
-	msg := fmt.Sprintf("turn used %d tokens; %s is %d", t.usage.TotalTokens, whose, b)
-	if t.delegatedTokens > 0 {
-		msg = fmt.Sprintf("turn used %d tokens (%d of them by the agents it delegated to); %s is %d", t.usage.TotalTokens, t.delegatedTokens, whose, b)
-	}
-	return agent.TurnErrorOf(agent.Errorf(agent.CodeTokenBudget, "%s", msg))
-}

@@ -76,6 +76,17 @@ func (s *steering) receiveSteers(ctx workflow.Context) bool {
 	return len(s.inbox) > 0
 }
 
+// beforeStep takes in, before each model call, the messages that have
+// arrived.
+func (s *steering) beforeStep(ctx workflow.Context) { s.takeSteers(ctx) }
+
+// beforeSave names in the result the messages the turn took in, for its
+// Conversation to answer those it did not, and has SaveResult store the
+// steps of the answers they cut short.
+func (s *steering) beforeSave(in *contract.SaveResultInput) {
+	in.Result.Steered, in.Steered, in.CutAt = s.steered, s.prompted, s.cutAt
+}
+
 // takeSteers takes in the messages that have arrived: each gets the
 // turn's next step, for the next model call to store (CallModelInput.Steer),
 // and a steered event.
