@@ -59,9 +59,26 @@ type (
 	stepHook interface {
 		beforeStep(ctx workflow.Context)
 	}
+	// callHook: the step's model call is about to start, its input
+	// made (first: the seq of the step's first message); the component
+	// adds its part.
+	callHook interface {
+		beforeCall(in *contract.CallModelInput, first int)
+	}
+	// cutHook: the step's model call failed with err; true says the
+	// component stopped it on purpose and the turn goes on to its next
+	// step (errCutShort).
+	cutHook interface {
+		cutShort(ctx workflow.Context, err error, in contract.CallModelInput) bool
+	}
 	// modelHook: the step's model call answered, its reply taken in.
 	modelHook interface {
 		afterModel(ctx workflow.Context, step int, reply contract.CallModelResult) *agent.TurnError
+	}
+	// answerHook: the model answered without tool calls; true has it
+	// answer again (every hook runs), iterations allowing.
+	answerHook interface {
+		answerAgain(ctx workflow.Context) bool
 	}
 	// toolHook: one tool call ended (a program's calls too), recorded.
 	toolHook interface {
@@ -85,20 +102,24 @@ type (
 // stageHooks are the turn's components that act at each stage, in the
 // components' order, found once when the run starts.
 type stageHooks struct {
-	route []routeHook
-	load  []loadHook
-	step  []stepHook
-	model []modelHook
-	tool  []toolHook
-	round []roundHook
-	save  []saveHook
-	end   []endHook
+	route  []routeHook
+	load   []loadHook
+	step   []stepHook
+	call   []callHook
+	cut    []cutHook
+	model  []modelHook
+	answer []answerHook
+	tool   []toolHook
+	round  []roundHook
+	save   []saveHook
+	end    []endHook
 }
 
 func hooksOf(cs []component) stageHooks {
 	return stageHooks{
-		route: having[routeHook](cs), load: having[loadHook](cs), step: having[stepHook](cs), model: having[modelHook](cs),
-		tool: having[toolHook](cs), round: having[roundHook](cs), save: having[saveHook](cs), end: having[endHook](cs),
+		route: having[routeHook](cs), load: having[loadHook](cs), step: having[stepHook](cs), call: having[callHook](cs),
+		cut: having[cutHook](cs), model: having[modelHook](cs), answer: having[answerHook](cs), tool: having[toolHook](cs),
+		round: having[roundHook](cs), save: having[saveHook](cs), end: having[endHook](cs),
 	}
 }
 
@@ -122,12 +143,12 @@ func (t *turn) components() []component {
 		&t.logging,     // events.go: the event log, tool progress, forwarding to a parent
 		&t.searchAttrs, // search.go: the turn's search attributes (loaded)
 		&t.stopper,     // cancel.go: cancel_turn, stopping what runs (loaded)
-		&t.steering,    // steer.go: messages added to the running turn (beforeStep, beforeSave)
+		&t.steering,    // steer.go: messages added to the running turn (beforeStep, beforeCall, cutShort, answerAgain, beforeSave)
 		&t.waits,       // approval.go, question.go: calls waiting for a person
 		&t.delegating,  // delegate.go: child turns
 		&t.modelPolicy, // model.go: override, fallback, repair
 		&t.toolLimits,  // toollimits.go: calls per turn and per tool
-		&t.turnContext, // context.go: which steps a model call reads whole
+		&t.turnContext, // context.go: which steps a model call reads whole (beforeCall)
 		&t.preparing,   // prepare.go: the agent's prepare phase (loaded)
 		&t.metering,    // metrics.go: the turn's metrics (routed, afterModel, afterTool, ended)
 		&t.tokenBudget, // budget.go: the turn's token budget (afterModel, afterTools)
@@ -151,8 +172,12 @@ func (t *turn) components() []component {
 const maxRunHistoryBytes = 4 << 20
 
 // shouldContinue reports whether the run hands the turn on before its
-// next step.
+// next step. An answer cut short (steering.cut) is stored by the next
+// call, in this run: it is not carried.
 func (t *turn) shouldContinue(ctx workflow.Context, limits agent.Limits) bool {
+	if t.cut != nil {
+		return false
+	}
 	info := workflow.GetInfo(ctx)
 	if info.GetContinueAsNewSuggested() || info.GetCurrentHistorySize() >= maxRunHistoryBytes {
 		return true

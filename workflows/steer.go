@@ -80,6 +80,18 @@ func (s *steering) receiveSteers(ctx workflow.Context) bool {
 // arrived.
 func (s *steering) beforeStep(ctx workflow.Context) { s.takeSteers(ctx) }
 
+// beforeCall has the step's model call store, once, the answer cut
+// short and the messages taken in: it stores them before it reads the
+// turn.
+func (s *steering) beforeCall(in *contract.CallModelInput, _ int) {
+	in.Steer, s.steers = s.steers, nil
+	in.Cut, s.cut = s.cut, nil
+}
+
+// answerAgain receives the messages that came while the model answered:
+// it answers again, having read them.
+func (s *steering) answerAgain(ctx workflow.Context) bool { return s.receiveSteers(ctx) }
+
 // beforeSave names in the result the messages the turn took in, for its
 // Conversation to answer those it did not, and has SaveResult store the
 // steps of the answers they cut short.

@@ -278,8 +278,7 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		if t.canceled != nil {
 			return "", t.cancelError()
 		}
-		// An answer cut short is stored by the next call, in this run.
-		if stepsHere > 0 && t.cut == nil && t.shouldContinue(ctx, limits) {
+		if stepsHere > 0 && t.shouldContinue(ctx, limits) {
 			t.cont.continuing = true
 			return "", nil
 		}
