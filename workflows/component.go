@@ -80,6 +80,12 @@ type (
 	answerHook interface {
 		answerAgain(ctx workflow.Context) bool
 	}
+	// admitHook: a tool call of the model's (a program's too) is about
+	// to run; a message refuses it, and the model reads it as the call's
+	// result. The first hook that refuses decides.
+	admitHook interface {
+		refuse(c agent.ToolCall) string
+	}
 	// toolHook: one tool call ended (a program's calls too), recorded.
 	toolHook interface {
 		afterTool(ctx workflow.Context, rec agent.ToolCallRecord)
@@ -109,6 +115,7 @@ type stageHooks struct {
 	cut    []cutHook
 	model  []modelHook
 	answer []answerHook
+	admit  []admitHook
 	tool   []toolHook
 	round  []roundHook
 	save   []saveHook
@@ -118,8 +125,8 @@ type stageHooks struct {
 func hooksOf(cs []component) stageHooks {
 	return stageHooks{
 		route: having[routeHook](cs), load: having[loadHook](cs), step: having[stepHook](cs), call: having[callHook](cs),
-		cut: having[cutHook](cs), model: having[modelHook](cs), answer: having[answerHook](cs), tool: having[toolHook](cs),
-		round: having[roundHook](cs), save: having[saveHook](cs), end: having[endHook](cs),
+		cut: having[cutHook](cs), model: having[modelHook](cs), answer: having[answerHook](cs), admit: having[admitHook](cs),
+		tool: having[toolHook](cs), round: having[roundHook](cs), save: having[saveHook](cs), end: having[endHook](cs),
 	}
 }
 
@@ -132,6 +139,17 @@ func having[H any](cs []component) []H {
 		}
 	}
 	return out
+}
+
+// refusal is why the first of hs that refuses call c does; "" when none
+// does.
+func refusal(hs []admitHook, c agent.ToolCall) string {
+	for _, h := range hs {
+		if msg := h.refuse(c); msg != "" {
+			return msg
+		}
+	}
+	return ""
 }
 
 // components are the turn's, in the order they start and their hooks
@@ -147,7 +165,7 @@ func (t *turn) components() []component {
 		&t.waits,       // approval.go, question.go: calls waiting for a person
 		&t.delegating,  // delegate.go: child turns
 		&t.modelPolicy, // model.go: override, fallback, repair
-		&t.toolLimits,  // toollimits.go: calls per turn and per tool
+		&t.toolLimits,  // toollimits.go: calls per turn and per tool (refuse)
 		&t.turnContext, // context.go: which steps a model call reads whole (beforeCall)
 		&t.preparing,   // prepare.go: the agent's prepare phase (loaded)
 		&t.metering,    // metrics.go: the turn's metrics (routed, afterModel, afterTool, ended)

@@ -123,7 +123,7 @@ func (r *toolRound) run(ctx workflow.Context, needs []contract.ApprovalNeed) []c
 			r.start(ctx, i)
 			continue
 		}
-		if msg := t.overToolLimit(t.agent.ToolLimits(), c); msg != "" {
+		if msg := refusal(t.hooks.admit, c); msg != "" {
 			r.refused[i] = &agent.ToolEvent{CallID: c.ID, Name: c.Name, Status: agent.ToolError, Output: msg}
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: r.refused[i]})
 			continue
