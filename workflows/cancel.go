@@ -55,6 +55,16 @@ func (s *stopper) start(ctx workflow.Context, t *turn, _ *contract.TurnCarry) er
 
 func (s *stopper) carry(*contract.TurnCarry) error { return nil }
 
+// loaded stops a turn cancelled while it routed and loaded its agent,
+// before its search attributes were set: it runs no prepare phase and no
+// step.
+func (s *stopper) loaded(ctx workflow.Context) (*agent.TurnError, error) {
+	if s.cancelled(ctx) {
+		return s.cancelError(), nil
+	}
+	return nil, nil
+}
+
 // drainCancels takes the cancellations received and not yet taken: a run
 // about to continue as new must not leave one behind.
 func (s *stopper) drainCancels(ctx workflow.Context) {

@@ -15,14 +15,22 @@ import (
 // The turn is a small core — check, route, load, the model and its tools
 // in a loop, save (turn.go, model.go, tools.go, result.go) — and
 // components, one per feature, each in its own file. A component owns its
-// state and the methods that act on it (the turn embeds it, so the core
-// and the other components reach both by name), registers its signal,
-// update and query handlers when a run starts, and hands the turn's next
-// run what it needs of its state when the turn continues as new
+// state and the methods that act on it (the turn embeds it, so the
+// components reach each other's by name), registers its signal, update
+// and query handlers when a run starts, and hands the turn's next run
+// what it needs of its state when the turn continues as new
 // (contract.TurnCarry). A component whose methods read the core's state
 // (its request, agent, steps or log) keeps the turn it started for (its
 // field t); the others are given what they read. Adding a feature is a
 // file with its component and a line in components.
+//
+// The core reaches a feature through its stage hooks, not by name: at
+// each stage of a turn it calls, in the components' order, those that
+// implement the stage's interface (stageHooks), so that a feature that
+// acts at a stage is a component with that method, and the core does not
+// change. The hooks run in workflow code, at the same points of every
+// run and replay: what they start (activities, search attributes,
+// events) is recorded where the core's own call of it was.
 type component interface {
 	// start registers the component's handlers for this run and takes
 	// back what the previous run carried (nil on a turn's first run).
@@ -31,18 +39,138 @@ type component interface {
 	carry(c *contract.TurnCarry) error
 }
 
-// components are the turn's, in the order they start: the event log
-// first, as the others log to it.
+// The stages a component may act at, in a turn's order. Those that
+// return a failure end the turn with it; the stage's later hooks do not
+// run.
+type (
+	// routeHook: the request was routed (err: it could not be; not
+	// called when a cancellation stopped the routing).
+	routeHook interface {
+		routed(ctx workflow.Context, route contract.RouteResult, err error)
+	}
+	// loadHook: the agent is loaded and the turn's deadline set, on the
+	// turn's first run, before its first step. A failure ends the turn
+	// (its result stored); an error fails the workflow.
+	loadHook interface {
+		loaded(ctx workflow.Context) (*agent.TurnError, error)
+	}
+	// stepHook: a model step is about to call the model (its first
+	// message is at the turn's next seq).
+	stepHook interface {
+		beforeStep(ctx workflow.Context)
+	}
+	// callHook: the step's model call is about to start, its input
+	// made (first: the seq of the step's first message); the component
+	// adds its part.
+	callHook interface {
+		beforeCall(in *contract.CallModelInput, first int)
+	}
+	// cutHook: the step's model call failed with err; true says the
+	// component stopped it on purpose and the turn goes on to its next
+	// step (errCutShort).
+	cutHook interface {
+		cutShort(ctx workflow.Context, err error, in contract.CallModelInput) bool
+	}
+	// modelHook: the step's model call answered, its reply taken in.
+	modelHook interface {
+		afterModel(ctx workflow.Context, step int, reply contract.CallModelResult) *agent.TurnError
+	}
+	// answerHook: the model answered without tool calls; true has it
+	// answer again (every hook runs), iterations allowing.
+	answerHook interface {
+		answerAgain(ctx workflow.Context) bool
+	}
+	// admitHook: a tool call of the model's (a program's too) is about
+	// to run; a message refuses it, and the model reads it as the call's
+	// result. The first hook that refuses decides.
+	admitHook interface {
+		refuse(c agent.ToolCall) string
+	}
+	// toolHook: one tool call ended (a program's calls too), recorded.
+	toolHook interface {
+		afterTool(ctx workflow.Context, rec agent.ToolCallRecord)
+	}
+	// roundHook: a step's tool round ended, and the turn goes on.
+	roundHook interface {
+		afterTools(ctx workflow.Context) *agent.TurnError
+	}
+	// saveHook: the turn's result is about to be stored (SaveResult):
+	// the component adds its part of the input.
+	saveHook interface {
+		beforeSave(in *contract.SaveResultInput)
+	}
+	// endHook: the turn ended with res, stored or rejected.
+	endHook interface {
+		ended(ctx workflow.Context, res agent.TurnResult)
+	}
+)
+
+// stageHooks are the turn's components that act at each stage, in the
+// components' order, found once when the run starts.
+type stageHooks struct {
+	route  []routeHook
+	load   []loadHook
+	step   []stepHook
+	call   []callHook
+	cut    []cutHook
+	model  []modelHook
+	answer []answerHook
+	admit  []admitHook
+	tool   []toolHook
+	round  []roundHook
+	save   []saveHook
+	end    []endHook
+}
+
+func hooksOf(cs []component) stageHooks {
+	return stageHooks{
+		route: having[routeHook](cs), load: having[loadHook](cs), step: having[stepHook](cs), call: having[callHook](cs),
+		cut: having[cutHook](cs), model: having[modelHook](cs), answer: having[answerHook](cs), admit: having[admitHook](cs),
+		tool: having[toolHook](cs), round: having[roundHook](cs), save: having[saveHook](cs), end: having[endHook](cs),
+	}
+}
+
+// having are the components that implement H.
+func having[H any](cs []component) []H {
+	var out []H
+	for _, c := range cs {
+		if h, ok := c.(H); ok {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// refusal is why the first of hs that refuses call c does; "" when none
+// does.
+func refusal(hs []admitHook, c agent.ToolCall) string {
+	for _, h := range hs {
+		if msg := h.refuse(c); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+// components are the turn's, in the order they start and their hooks
+// run: the event log first, as the others log to it; the search
+// attributes before the cancellation, which a loaded turn checks after
+// setting them, and that before the prepare phase.
 func (t *turn) components() []component {
 	return []component{
 		&t.logging,     // events.go: the event log, tool progress, forwarding to a parent
-		&t.stopper,     // cancel.go: cancel_turn, stopping what runs
-		&t.steering,    // steer.go: messages added to the running turn
+		&t.searchAttrs, // search.go: the turn's search attributes (loaded)
+		&t.stopper,     // cancel.go: cancel_turn, stopping what runs (loaded)
+		&t.steering,    // steer.go: messages added to the running turn (beforeStep, beforeCall, cutShort, answerAgain, beforeSave)
 		&t.waits,       // approval.go, question.go: calls waiting for a person
 		&t.delegating,  // delegate.go: child turns
 		&t.modelPolicy, // model.go: override, fallback, repair
-		&t.toolLimits,  // toollimits.go: calls per turn and per tool
-		&t.turnContext, // context.go: which steps a model call reads whole
+		&t.toolLimits,  // toollimits.go: calls per turn and per tool (refuse)
+		&t.turnContext, // context.go: which steps a model call reads whole (beforeCall)
+		&t.preparing,   // prepare.go: the agent's prepare phase (loaded)
+		&t.metering,    // metrics.go: the turn's metrics (routed, afterModel, afterTool, ended)
+		&t.tokenBudget, // budget.go: the turn's token budget (afterModel, afterTools)
+		&t.delivering,  // delivery.go: the result's deliver targets (beforeSave)
 	}
 }
 
@@ -62,8 +190,12 @@ func (t *turn) components() []component {
 const maxRunHistoryBytes = 4 << 20
 
 // shouldContinue reports whether the run hands the turn on before its
-// next step.
+// next step. An answer cut short (steering.cut) is stored by the next
+// call, in this run: it is not carried.
 func (t *turn) shouldContinue(ctx workflow.Context, limits agent.Limits) bool {
+	if t.cut != nil {
+		return false
+	}
 	info := workflow.GetInfo(ctx)
 	if info.GetContinueAsNewSuggested() || info.GetCurrentHistorySize() >= maxRunHistoryBytes {
 		return true

@@ -15,13 +15,15 @@ import (
 // the latest steps started: the recent ones, those the digest lists, and
 // no more, so that it stays small however long the turn.
 type turnContext struct {
+	t *turn // the core: its agent's context policy
 	// starts are the seqs at which the latest steps started, oldest
 	// first; steps counts every step the turn started.
 	starts []int
 	steps  int
 }
 
-func (c *turnContext) start(_ workflow.Context, _ *turn, carried *contract.TurnCarry) error {
+func (c *turnContext) start(_ workflow.Context, t *turn, carried *contract.TurnCarry) error {
+	c.t = t
 	if carried != nil {
 		c.starts, c.steps = carried.ContextStarts, carried.ContextSteps
 	}
@@ -31,6 +33,13 @@ func (c *turnContext) start(_ workflow.Context, _ *turn, carried *contract.TurnC
 func (c *turnContext) carry(tc *contract.TurnCarry) error {
 	tc.ContextStarts, tc.ContextSteps = c.starts, c.steps
 	return nil
+}
+
+// beforeCall tells the step's model call what it reads whole and as a
+// digest, then records that the step started at first.
+func (c *turnContext) beforeCall(in *contract.CallModelInput, first int) {
+	in.WholeFrom, in.DigestFrom = c.window(c.t.agent.Context)
+	c.started(first, c.t.agent.Context)
 }
 
 // window is what the next model call reads whole (from the step at

@@ -19,6 +19,24 @@ var deliveryRetry = &temporal.RetryPolicy{
 	MaximumAttempts:    12,
 }
 
+// delivering has the turn's SaveResult start the Delivery of its result
+// to the agent's deliver targets (agent.Agent.Deliver). It holds no
+// state.
+type delivering struct {
+	t *turn // the core: its agent
+}
+
+func (d *delivering) start(_ workflow.Context, t *turn, _ *contract.TurnCarry) error {
+	d.t = t
+	return nil
+}
+
+func (d *delivering) carry(*contract.TurnCarry) error { return nil }
+
+func (d *delivering) beforeSave(in *contract.SaveResultInput) {
+	in.Deliver = d.t.agent.Deliver
+}
+
 // Delivery pushes an ended turn's result to each of its deliver targets,
 // one Deliver activity a target, all at once; each retries on its own
 // (deliveryRetry), with the delivery's id as its idempotency key. It is

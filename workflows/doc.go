@@ -20,6 +20,27 @@
 //     affects a decision (sort keys first);
 //   - every side effect — the store, the model, tools — is an activity.
 //
+// # The turn's core and its components
+//
+// AgentTurn is a core — check, route, load, the model and its tools in a
+// loop, save (turn.go, model.go, tools.go, result.go) — and components,
+// one per feature, each in its own file with its state (component.go).
+// The core calls no feature by name: at each stage of a turn it calls
+// the components that implement the stage's hook, in the components'
+// order — routed, loaded (search attributes, the cancellation taken
+// while loading, the prepare phase), beforeStep (messages steered in),
+// beforeCall (those messages, the answer they cut short, the steps read
+// whole), cutShort, afterModel (metrics, the token budget), answerAgain,
+// refuse (tool limits), afterTool (metrics), afterTools (the token
+// budget), beforeSave (steered messages, delivery) and ended (metrics).
+// The hooks are workflow code like the core: what they start is recorded
+// where the core started it before they were hooks, so the recorded
+// histories replay unchanged. The core still steers by the turn's
+// cancellation, its model policy (model, fallback, repair), its event
+// log, and the kinds of tool call a round runs (approvals, delegations,
+// questions, programs): they decide the loop's course rather than add
+// to a stage.
+//
 // # Versioning: pinned turns, gated conversations
 //
 // Production runs Worker Deployment Versioning (the Kubernetes manifests

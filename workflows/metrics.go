@@ -32,9 +32,44 @@ type meter struct {
 	start time.Time
 }
 
+// metering is the component that records the turn's metrics at its
+// stages: its routing, each model call, each tool call, its end. It
+// holds no state: what it labels by is the core's, read as it stands
+// (meter), and a next run goes on counting.
+type metering struct {
+	t *turn // the core: its request, agent, rule, start and model
+}
+
+func (m *metering) start(_ workflow.Context, t *turn, _ *contract.TurnCarry) error {
+	m.t = t
+	return nil
+}
+
+func (m *metering) carry(*contract.TurnCarry) error { return nil }
+
 // meter is the turn's meter as the turn stands.
-func (t *turn) meter() meter {
+func (m *metering) meter() meter {
+	t := m.t
 	return meter{req: &t.req, agent: &t.agent, rule: t.rule, start: t.start}
+}
+
+func (m *metering) routed(ctx workflow.Context, route contract.RouteResult, err error) {
+	m.meter().recordRoute(ctx, route, err)
+}
+
+// afterModel counts the call by the model that answered it (the turn's
+// model once the reply is taken in).
+func (m *metering) afterModel(ctx workflow.Context, _ int, reply contract.CallModelResult) *agent.TurnError {
+	m.meter().recordModel(ctx, m.t.model, reply.Usage)
+	return nil
+}
+
+func (m *metering) afterTool(ctx workflow.Context, rec agent.ToolCallRecord) {
+	m.meter().recordTool(ctx, rec)
+}
+
+func (m *metering) ended(ctx workflow.Context, res agent.TurnResult) {
+	m.meter().recordEnd(ctx, res.Status, res.Error)
 }
 
 // metrics is the handler with the labels of every turn metric.

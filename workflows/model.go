@@ -48,13 +48,17 @@ func (p *modelPolicy) carry(c *contract.TurnCarry) error {
 }
 
 // answered acts on a reply without tool calls: the turn's answer, unless
-// a message came while the model answered (again: it answers again,
-// having read it) or the answer does not match the output schema (again:
+// a component has the model answer again (answerHook: a message came
+// while the model answered, which it reads) or the answer does not match the output schema (again:
 // one call repairs it; a repair that does not match either fails the
 // turn).
 func (t *turn) answered(ctx workflow.Context, step int, reply contract.CallModelResult, limits agent.Limits) (string, *agent.TurnError, bool) {
 	t.finishStep(ctx, step, reply)
-	if t.receiveSteers(ctx) && t.iteration < limits.MaxIterations+t.repairs {
+	again := false
+	for _, h := range t.hooks.answer {
+		again = h.answerAgain(ctx) || again
+	}
+	if again && t.iteration < limits.MaxIterations+t.repairs {
 		// (With no iteration left, the turn ends and its conversation
 		// answers the message.)
 		return "", nil, true
@@ -105,7 +109,9 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 	t.log.OpenStep(t.seq)
 	defer t.log.CloseStep()
 	in := t.modelInput(repair)
-	t.started(first, t.agent.Context)
+	for _, h := range t.hooks.call {
+		h.beforeCall(&in, first)
+	}
 	// queued: the provider governor would have had the call wait, so the
 	// call goes as an activity (contract.MustWait).
 	queued := false
@@ -128,8 +134,10 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 			continue
 		}
 		t.awaitStop(ctx, err, local)
-		if t.cutShort(ctx, err, in) {
-			return reply, errCutShort
+		for _, h := range t.hooks.cut {
+			if h.cutShort(ctx, err, in) {
+				return reply, errCutShort
+			}
 		}
 		next := t.fallback(ctx, model, err)
 		if next == "" {
@@ -151,9 +159,8 @@ func (t *turn) callModel(ctx workflow.Context, limits agent.Limits, i, first int
 }
 
 // modelInput is the CallModel input of the step callModel opened (t.seq),
-// repairing repair when it is not "". The answer cut short and the
-// messages steered in go with it, once: the call stores them before it
-// reads the turn.
+// repairing repair when it is not ""; the components add theirs
+// (callHook).
 func (t *turn) modelInput(repair string) contract.CallModelInput {
 	in := contract.CallModelInput{
 		TenantID: t.req.TenantID, JobID: t.req.JobID,
@@ -162,14 +169,11 @@ func (t *turn) modelInput(repair string) contract.CallModelInput {
 		Seq: t.seq, ToolFailures: t.unstored,
 		Stream: t.req.Streaming(), StreamID: t.workflowID, FirstIndex: t.log.Next(), Notify: t.req.Notify,
 		Context: t.req.Context, Caller: t.req.Caller, TailInResult: t.req.Notify == "", Channel: t.req.Channel,
-		OutputSchema: t.req.OutputSchema, Repair: repair, Steer: t.steers,
+		OutputSchema: t.req.OutputSchema, Repair: repair,
 		// A Workflow Streams subscriber polls the log, so it gets the
 		// batches as signals, as they stream.
 		LiveFirst: t.req.Notify == "" && !t.log.Polled(),
 	}
-	in.Cut, t.cut = t.cut, nil
-	t.steers = nil
-	in.WholeFrom, in.DigestFrom = t.window(t.agent.Context)
 	return in
 }
 
@@ -249,8 +253,8 @@ func localCall(a agent.Agent, in contract.CallModelInput) bool {
 	return a.LocalModelCalls() && (!in.Stream || in.LiveFirst)
 }
 
-// errCutShort is callModel's when a message steered into the turn
-// interrupted the call: the turn goes on (loop), the answer cut short
+// errCutShort is callModel's when a component stopped the call on
+// purpose (cutHook: a message steered into the turn interrupted it): the turn goes on (loop), the answer cut short
 // kept (steering.cut).
 var errCutShort = errors.New("the model call was cut short by a message steered in")
 
@@ -350,22 +354,4 @@ func (l *logging) finishStep(ctx workflow.Context, step int, reply contract.Call
 		}
 	}
 	l.emit(ctx, e)
-}
-
-// overBudget is the turn's failure once it has used more tokens than its
-// budget (the agent's, or the lower one its request set).
-func (t *turn) overBudget(limits agent.Limits) *agent.TurnError {
-	b := t.req.Budget(limits)
-	if b <= 0 || t.usage.TotalTokens <= b {
-		return nil
-	}
-	whose := "the agent's budget"
-	if b != limits.TokenBudget {
-		whose = "the budget its request set"
-	}
-	msg := fmt.Sprintf("turn used %d tokens; %s is %d", t.usage.TotalTokens, whose, b)
-	if t.delegatedTokens > 0 {
-		msg = fmt.Sprintf("turn used %d tokens (%d of them by the agents it delegated to); %s is %d", t.usage.TotalTokens, t.delegatedTokens, whose, b)
-	}
-	return agent.TurnErrorOf(agent.Errorf(agent.CodeTokenBudget, "%s", msg))
 }

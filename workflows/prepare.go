@@ -16,6 +16,28 @@ import (
 // the others pass it on as any custom event, or ignore it.
 const prepareEvent = "agentflow.prepare"
 
+// preparing is the agent's prepare phase, run once the turn is loaded.
+// It holds no state: its steps and citations are the core's (t.seq,
+// t.parts.retrieved), and a next run, which starts past it, runs none.
+type preparing struct {
+	t *turn // the core: its request, agent, steps and citations
+}
+
+func (p *preparing) start(_ workflow.Context, t *turn, _ *contract.TurnCarry) error {
+	p.t = t
+	return nil
+}
+
+func (p *preparing) carry(*contract.TurnCarry) error { return nil }
+
+// loaded runs the prepare phase; a step that fails ends the turn.
+func (p *preparing) loaded(ctx workflow.Context) (*agent.TurnError, error) {
+	if err := p.prepare(ctx); err != nil {
+		return agent.TurnErrorOf(contract.ErrorOf(err)), nil
+	}
+	return nil, nil
+}
+
 // prepare runs the agent's prepare phase (agent.Prepare, seed 002) before
 // the turn's first model call, one Prepare activity a step: classify,
 // reformulate, retrieve (skipped for a prompt classified
@@ -24,7 +46,8 @@ const prepareEvent = "agentflow.prepare"
 // next step, which the model reads after the prompt, and its citations
 // join the turn's. A turn whose agent has no prepare phase runs none of
 // it: its history is as before.
-func (t *turn) prepare(ctx workflow.Context) error {
+func (pr *preparing) prepare(ctx workflow.Context) error {
+	t := pr.t
 	p := t.agent.Prepare
 	if p == nil {
 		return nil

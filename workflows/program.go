@@ -161,7 +161,7 @@ func (t *turn) resumeProgram(ctx workflow.Context, p contract.ProgramCarry, limi
 		t.cont.program.Step, t.cont.program.Reply = p.Step, p.Reply
 		return "", nil, true
 	}
-	return t.afterRound(ctx, p.Step, p.Reply, limits)
+	return t.afterRound(ctx, p.Step, p.Reply)
 }
 
 // programCalls runs the calls a program waits on as a round whose

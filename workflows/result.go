@@ -39,7 +39,6 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	if res.Metadata.ToolCalls == nil {
 		res.Metadata.ToolCalls = []agent.ToolCallRecord{}
 	}
-	res.Steered = t.steered
 	switch {
 	case failure != nil && failure.Type == agent.ErrTypeCanceled:
 		res.Status, res.Output, res.Error = agent.StatusCanceled, "", failure
@@ -71,7 +70,10 @@ func (t *turn) finish(ctx workflow.Context, output string, failure *agent.TurnEr
 	in := contract.SaveResultInput{
 		Request: t.req, WorkflowID: t.workflowID, Result: res, ToolFailures: t.unstored,
 		Reasoning: words.Clip(strings.Join(t.parts.reasoning, "\n\n"), agent.MaxResultReasoningBytes), Files: t.parts.files,
-		Retrieved: t.parts.retrieved, Steered: t.prompted, CutAt: t.cutAt, Deliver: t.agent.Deliver,
+		Retrieved: t.parts.retrieved,
+	}
+	for _, h := range t.hooks.save {
+		h.beforeSave(&in)
 	}
 	if t.req.Streaming() {
 		// SaveResult publishes the closing events once the result is
@@ -99,7 +101,9 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 	if res.Status != agent.StatusCompleted && res.Error == nil {
 		res.Error = &agent.TurnError{Type: agent.ErrTypeInternal, Message: "turn failed without an error"}
 	}
-	t.meter().recordEnd(ctx, res.Status, res.Error)
+	for _, h := range t.hooks.end {
+		h.ended(ctx, res)
+	}
 	shown := res.StreamTail
 	if len(shown) > 0 && shown[0].Index == t.log.Next() {
 		for _, e := range shown {
@@ -150,7 +154,9 @@ func (t *turn) reject(ctx workflow.Context, err error) (agent.TurnResult, error)
 		res.Channel = t.req.Channel
 	}
 	res.Metadata.ToolCalls = []agent.ToolCallRecord{}
-	t.meter().recordEnd(ctx, res.Status, res.Error)
+	for _, h := range t.hooks.end {
+		h.ended(ctx, res)
+	}
 	t.emit(ctx, agent.Event{Kind: agent.EventError, Error: res.Error})
 	t.emit(ctx, agent.Event{Kind: agent.EventStatus, Status: agent.StreamFailed, Error: res.Error})
 	t.forward.Flush(ctx)

@@ -76,6 +76,29 @@ func (s *steering) receiveSteers(ctx workflow.Context) bool {
 	return len(s.inbox) > 0
 }
 
+// beforeStep takes in, before each model call, the messages that have
+// arrived.
+func (s *steering) beforeStep(ctx workflow.Context) { s.takeSteers(ctx) }
+
+// beforeCall has the step's model call store, once, the answer cut
+// short and the messages taken in: it stores them before it reads the
+// turn.
+func (s *steering) beforeCall(in *contract.CallModelInput, _ int) {
+	in.Steer, s.steers = s.steers, nil
+	in.Cut, s.cut = s.cut, nil
+}
+
+// answerAgain receives the messages that came while the model answered:
+// it answers again, having read them.
+func (s *steering) answerAgain(ctx workflow.Context) bool { return s.receiveSteers(ctx) }
+
+// beforeSave names in the result the messages the turn took in, for its
+// Conversation to answer those it did not, and has SaveResult store the
+// steps of the answers they cut short.
+func (s *steering) beforeSave(in *contract.SaveResultInput) {
+	in.Result.Steered, in.Steered, in.CutAt = s.steered, s.prompted, s.cutAt
+}
+
 // takeSteers takes in the messages that have arrived: each gets the
 // turn's next step, for the next model call to store (CallModelInput.Steer),
 // and a steered event.

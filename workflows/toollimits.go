@@ -12,11 +12,13 @@ import (
 // toolLimits counts the calls the turn let through its agent's tool
 // limits (agent.Agent.ToolLimits), in all and by tool, over all its runs.
 type toolLimits struct {
+	t           *turn // the core: its agent's limits
 	toolCalls   int
 	toolsCalled map[string]int
 }
 
-func (l *toolLimits) start(_ workflow.Context, _ *turn, carried *contract.TurnCarry) error {
+func (l *toolLimits) start(_ workflow.Context, t *turn, carried *contract.TurnCarry) error {
+	l.t = t
 	if carried != nil {
 		l.toolCalls, l.toolsCalled = carried.ToolCalls, carried.ToolsCalled
 	}
@@ -26,6 +28,11 @@ func (l *toolLimits) start(_ workflow.Context, _ *turn, carried *contract.TurnCa
 func (l *toolLimits) carry(c *contract.TurnCarry) error {
 	c.ToolCalls, c.ToolsCalled = l.toolCalls, l.toolsCalled
 	return nil
+}
+
+// refuse refuses a call past the agent's tool limits.
+func (l *toolLimits) refuse(c agent.ToolCall) string {
+	return l.overToolLimit(l.t.agent.ToolLimits(), c)
 }
 
 // overToolLimit says why call c is not run when it would take the turn

@@ -30,12 +30,12 @@ func (t *turn) tools(ctx workflow.Context, step int, reply contract.CallModelRes
 		p.Reply = contract.CallModelResult{ToolCalls: reply.ToolCalls, Usage: reply.Usage, Model: reply.Model, FinishReason: reply.FinishReason}
 		return "", nil, true
 	}
-	return t.afterRound(ctx, step, reply, limits)
+	return t.afterRound(ctx, step, reply)
 }
 
 // afterRound ends a step whose calls have all ended, however they ended;
 // stop says the turn ends, with the output and failure given.
-func (t *turn) afterRound(ctx workflow.Context, step int, reply contract.CallModelResult, limits agent.Limits) (string, *agent.TurnError, bool) {
+func (t *turn) afterRound(ctx workflow.Context, step int, reply contract.CallModelResult) (string, *agent.TurnError, bool) {
 	t.finishStep(ctx, step, reply)
 	switch {
 	case t.canceled != nil:
@@ -43,9 +43,10 @@ func (t *turn) afterRound(ctx workflow.Context, step int, reply contract.CallMod
 	case ctx.Err() != nil:
 		return "", modelFailure(ctx.Err()), true
 	}
-	// The agents the turn delegated to spent its tokens too.
-	if err := t.overBudget(limits); err != nil {
-		return "", err, true
+	for _, h := range t.hooks.round {
+		if failure := h.afterTools(ctx); failure != nil {
+			return "", failure, true
+		}
 	}
 	return "", nil, false
 }
@@ -122,7 +123,7 @@ func (r *toolRound) run(ctx workflow.Context, needs []contract.ApprovalNeed) []c
 			r.start(ctx, i)
 			continue
 		}
-		if msg := t.overToolLimit(t.agent.ToolLimits(), c); msg != "" {
+		if msg := refusal(t.hooks.admit, c); msg != "" {
 			r.refused[i] = &agent.ToolEvent{CallID: c.ID, Name: c.Name, Status: agent.ToolError, Output: msg}
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: r.refused[i]})
 			continue
@@ -351,7 +352,9 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 			t.emit(ctx, agent.Event{Kind: agent.EventToolEnd, Tool: &end})
 		}
 		t.recs.calls = append(t.recs.calls, rec)
-		t.meter().recordTool(ctx, rec)
+		for _, h := range t.hooks.tool {
+			h.afterTool(ctx, rec)
+		}
 	}
 	return failures
 }

@@ -69,8 +69,10 @@ type turn struct {
 	// has stored yet: SaveResult stores them when the turn ends first.
 	unstored []contract.ToolFailure
 	parts    resultParts // what the result is made of besides its answer
+	hooks    stageHooks  // the components' stage hooks (component.go)
 
 	logging
+	searchAttrs
 	stopper
 	steering
 	waits
@@ -78,6 +80,10 @@ type turn struct {
 	modelPolicy
 	toolLimits
 	turnContext
+	preparing
+	metering
+	tokenBudget
+	delivering
 }
 
 // continuation is the run's place in the turn's chain of runs.
@@ -122,11 +128,13 @@ type resultParts struct {
 }
 
 func (t *turn) run(ctx workflow.Context, carried *contract.TurnCarry) (agent.TurnResult, error) {
-	for _, c := range t.components() {
+	cs := t.components()
+	for _, c := range cs {
 		if err := c.start(ctx, t, carried); err != nil {
 			return agent.TurnResult{}, err
 		}
 	}
+	t.hooks = hooksOf(cs)
 	if carried != nil {
 		t.resume(*carried)
 		return t.steps(ctx)
@@ -137,9 +145,6 @@ func (t *turn) run(ctx workflow.Context, carried *contract.TurnCarry) (agent.Tur
 	}
 	if res, done, err := t.load(ctx); done {
 		return res, err
-	}
-	if err := t.prepare(ctx); err != nil {
-		return t.finish(ctx, "", agent.TurnErrorOf(contract.ErrorOf(err)))
 	}
 	return t.steps(ctx)
 }
@@ -172,13 +177,14 @@ func (t *turn) load(ctx workflow.Context) (res agent.TurnResult, done bool, err 
 	err = dbStep(ctx, contract.Route, startBy, contract.RouteInput{
 		TenantID: t.req.TenantID, AgentID: t.req.AgentID, Prompt: t.req.Prompt, Context: t.req.Context, Caller: t.req.Caller,
 	}, &route)
-	if err != nil && !t.cancelled(ctx) {
-		t.meter().recordRoute(ctx, route, err)
+	if err == nil || !t.cancelled(ctx) {
+		for _, h := range t.hooks.route {
+			h.routed(ctx, route, err)
+		}
 	}
 	var loaded contract.LoadAgentResult
 	if err == nil {
 		t.rule = route.Rule
-		t.meter().recordRoute(ctx, route, nil)
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("loading agent %s", route.AgentID))
 		err = dbStep(ctx, contract.LoadAgent, startBy, contract.LoadAgentInput{
 			Request: t.req, WorkflowID: t.workflowID, AgentID: route.AgentID,
@@ -202,14 +208,17 @@ func (t *turn) load(ctx workflow.Context) (res agent.TurnResult, done bool, err 
 		// it takes the turn's steps, as a fallback model would.
 		t.model, t.calling = m, m
 	}
-	if err := t.upsertSearch(ctx); err != nil {
-		return agent.TurnResult{}, true, err
-	}
-	if t.cancelled(ctx) {
-		res, err = t.finish(ctx, "", t.cancelError())
-		return res, true, err
-	}
 	t.deadline = workflow.Now(ctx).Add(turnTimeout(t.req, t.agent.Limits.WithDefaults()))
+	for _, h := range t.hooks.load {
+		failure, err := h.loaded(ctx)
+		if err != nil {
+			return agent.TurnResult{}, true, err
+		}
+		if failure != nil {
+			res, err = t.finish(ctx, "", failure)
+			return res, true, err
+		}
+	}
 	return agent.TurnResult{}, false, nil
 }
 
@@ -269,15 +278,16 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 		if t.canceled != nil {
 			return "", t.cancelError()
 		}
-		// An answer cut short is stored by the next call, in this run.
-		if stepsHere > 0 && t.cut == nil && t.shouldContinue(ctx, limits) {
+		if stepsHere > 0 && t.shouldContinue(ctx, limits) {
 			t.cont.continuing = true
 			return "", nil
 		}
 		stepsHere++
 		t.iteration++
 		first := t.seq + 1 // the step's first message
-		t.takeSteers(ctx)
+		for _, h := range t.hooks.step {
+			h.beforeStep(ctx)
+		}
 		reply, err := t.callModel(ctx, limits, t.iteration, first)
 		if errors.Is(err, errCutShort) {
 			continue
@@ -289,9 +299,11 @@ func (t *turn) loop(ctx workflow.Context, limits agent.Limits) (string, *agent.T
 			return "", modelFailure(err)
 		}
 		step := t.took(ctx, reply)
-		if err := t.overBudget(limits); err != nil {
-			t.finishStep(ctx, step, reply)
-			return "", err
+		for _, h := range t.hooks.model {
+			if failure := h.afterModel(ctx, step, reply); failure != nil {
+				t.finishStep(ctx, step, reply)
+				return "", failure
+			}
 		}
 		if len(reply.ToolCalls) == 0 {
 			output, failure, again := t.answered(ctx, step, reply, limits)
@@ -323,7 +335,6 @@ func (t *turn) took(ctx workflow.Context, reply contract.CallModelResult) int {
 	if reply.Model != "" {
 		t.model = reply.Model
 	}
-	t.meter().recordModel(ctx, t.model, reply.Usage)
 	return step
 }
 
@@ -364,19 +375,4 @@ func checkTenant(workflowID string, req agent.TurnRequest) error {
 	}
 	return agent.Errorf(agent.CodeInvalid, "workflow id %q belongs to tenant %q, but the request's tenant_id is %q: start a turn as %s",
 		workflowID, tenant, req.TenantID, contract.TurnWorkflowID(req.TenantID, "<job_id>"))
-}
-
-// upsertSearch sets the turn's search attributes in one command, whatever
-// the starter set: what a history shows of the start's attributes differs
-// between servers, so the workflow must not branch on it.
-func (t *turn) upsertSearch(ctx workflow.Context) error {
-	attrs := []temporal.SearchAttributeUpdate{contract.SearchTenant.ValueSet(t.req.TenantID), contract.SearchAgent.ValueSet(t.agent.ID),
-		contract.SearchChannel.ValueSet(t.req.Channel)}
-	if t.req.SessionID != "" {
-		attrs = append(attrs, contract.SearchSession.ValueSet(t.req.SessionID))
-	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
-		return fmt.Errorf("set search attributes: %w", err)
-	}
-	return nil
 }
