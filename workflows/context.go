@@ -25,13 +25,13 @@ type turnContext struct {
 func (c *turnContext) start(_ workflow.Context, t *turn, carried *contract.TurnCarry) error {
 	c.t = t
 	if carried != nil {
-		c.starts, c.steps = carried.ContextStarts, carried.ContextSteps
+		c.starts, c.steps = carried.ContextCarry.ContextStarts, carried.ContextCarry.ContextSteps
 	}
 	return nil
 }
 
 func (c *turnContext) carry(tc *contract.TurnCarry) error {
-	tc.ContextStarts, tc.ContextSteps = c.starts, c.steps
+	tc.ContextCarry = contract.ContextCarry{ContextStarts: c.starts, ContextSteps: c.steps}
 	return nil
 }
 

@@ -45,13 +45,13 @@ func (d *delegating) start(ctx workflow.Context, t *turn, carried *contract.Turn
 		Description: "token batches and tool events of the turn's child turns (delegate_to_agent calls)",
 	})
 	if carried != nil {
-		d.delegatedTokens = carried.DelegatedTokens
+		d.delegatedTokens = carried.DelegationCarry.DelegatedTokens
 	}
 	return nil
 }
 
 func (d *delegating) carry(c *contract.TurnCarry) error {
-	c.DelegatedTokens = d.delegatedTokens
+	c.DelegationCarry = contract.DelegationCarry{DelegatedTokens: d.delegatedTokens}
 	return nil
 }
 

@@ -35,7 +35,8 @@ type modelPolicy struct {
 
 func (p *modelPolicy) start(_ workflow.Context, _ *turn, carried *contract.TurnCarry) error {
 	if carried != nil {
-		p.model, p.calling, p.repairs = carried.Model, carried.Calling, carried.Repairs
+		m := carried.ModelCarry
+		p.model, p.calling, p.repairs = m.Model, m.Calling, m.Repairs
 	}
 	return nil
 }
@@ -43,7 +44,7 @@ func (p *modelPolicy) start(_ workflow.Context, _ *turn, carried *contract.TurnC
 // carry hands on the model and the fallback; a repair is asked for by
 // the answer that ends a turn's loop, never at a boundary.
 func (p *modelPolicy) carry(c *contract.TurnCarry) error {
-	c.Model, c.Calling, c.Repairs = p.model, p.calling, p.repairs
+	c.ModelCarry = contract.ModelCarry{Model: p.model, Calling: p.calling, Repairs: p.repairs}
 	return nil
 }
 

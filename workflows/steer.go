@@ -50,7 +50,8 @@ func (s *steering) start(ctx workflow.Context, t *turn, carried *contract.TurnCa
 		Description: `add a message to the running turn: {"id","prompt"}; the model reads it before its next call`,
 	})
 	if carried != nil {
-		s.inbox, s.steered, s.prompted, s.cutAt = carried.Inbox, carried.Steered, carried.Prompted, carried.CutAt
+		m := carried.SteerCarry
+		s.inbox, s.steered, s.prompted, s.cutAt = m.Inbox, m.Steered, m.Prompted, m.CutAt
 	}
 	return nil
 }
@@ -58,7 +59,7 @@ func (s *steering) start(ctx workflow.Context, t *turn, carried *contract.TurnCa
 // carry hands on the messages received and not yet taken in (the run
 // continues as new at a boundary, before takeSteers), and those taken in.
 func (s *steering) carry(c *contract.TurnCarry) error {
-	c.Inbox, c.Steered, c.Prompted, c.CutAt = s.inbox, s.steered, s.prompted, s.cutAt
+	c.SteerCarry = contract.SteerCarry{Inbox: s.inbox, Steered: s.steered, Prompted: s.prompted, CutAt: s.cutAt}
 	return nil
 }
 

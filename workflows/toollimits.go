@@ -20,13 +20,13 @@ type toolLimits struct {
 func (l *toolLimits) start(_ workflow.Context, t *turn, carried *contract.TurnCarry) error {
 	l.t = t
 	if carried != nil {
-		l.toolCalls, l.toolsCalled = carried.ToolCalls, carried.ToolsCalled
+		l.toolCalls, l.toolsCalled = carried.ToolLimitsCarry.ToolCalls, carried.ToolLimitsCarry.ToolsCalled
 	}
 	return nil
 }
 
 func (l *toolLimits) carry(c *contract.TurnCarry) error {
-	c.ToolCalls, c.ToolsCalled = l.toolCalls, l.toolsCalled
+	c.ToolLimitsCarry = contract.ToolLimitsCarry{ToolCalls: l.toolCalls, ToolsCalled: l.toolsCalled}
 	return nil
 }
 

@@ -54,29 +54,53 @@ type TurnCarry struct {
 
 	// Stream is the event log's tail and next index (eventlog.Log.Carry).
 	Stream agent.StreamState `json:"stream"`
-	// Model and Calling are the model policy's: the model called last,
-	// and the fallback that took over, if one did. Repairs counts repair
-	// calls made.
+	// Each component's part, its own type (workflows/component.go),
+	// embedded so that its fields keep their keys in the carry's JSON.
+	ModelCarry
+	SteerCarry
+	ToolLimitsCarry
+	DelegationCarry
+	ContextCarry
+	// Program is a program in the middle of its calls (code mode): the
+	// next run goes on with it before its next model call.
+	Program *ProgramCarry `json:"program,omitempty"`
+}
+
+// ModelCarry is the model policy's part of a carry: the model called
+// last, and the fallback that took over, if one did. Repairs counts
+// repair calls made.
+type ModelCarry struct {
 	Model   string `json:"model,omitempty"`
 	Calling string `json:"calling,omitempty"`
 	Repairs int    `json:"repairs,omitempty"`
-	// Steering: messages received and not yet taken in; the ids and
-	// prompts of those taken in, and the steps of the answers they cut
-	// short (SaveResultInput.CutAt).
+}
+
+// SteerCarry is steering's part of a carry: messages received and not
+// yet taken in; the ids and prompts of those taken in, and the steps of
+// the answers they cut short (SaveResultInput.CutAt).
+type SteerCarry struct {
 	Inbox    []agent.SteerMessage `json:"inbox,omitempty"`
 	Steered  []string             `json:"steered,omitempty"`
 	Prompted []string             `json:"prompted,omitempty"`
 	CutAt    []int                `json:"cut_at,omitempty"`
-	// Tool limits: the calls let through, in all and by tool.
+}
+
+// ToolLimitsCarry is the tool limits' part of a carry: the calls let
+// through, in all and by tool.
+type ToolLimitsCarry struct {
 	ToolCalls   int            `json:"tool_calls,omitempty"`
 	ToolsCalled map[string]int `json:"tools_called,omitempty"`
-	// DelegatedTokens are the tokens the turn's child turns used.
+}
+
+// DelegationCarry is delegation's part of a carry: the tokens the turn's
+// child turns used.
+type DelegationCarry struct {
 	DelegatedTokens int `json:"delegated_tokens,omitempty"`
-	// ContextStarts are where the turn's latest steps started, and
-	// ContextSteps how many steps it started (workflows' turnContext).
+}
+
+// ContextCarry is the turn context's part of a carry: where the turn's
+// latest steps started, and how many steps it started.
+type ContextCarry struct {
 	ContextStarts []int `json:"context_starts,omitempty"`
 	ContextSteps  int   `json:"context_steps,omitempty"`
-	// Program is a program in the middle of its calls (code mode): the
-	// next run goes on with it before its next model call.
-	Program *ProgramCarry `json:"program,omitempty"`
 }
