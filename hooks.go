@@ -7,11 +7,21 @@ import (
 
 // Hook is one concern's callbacks around every model and tool call: a
 // guard, an audit log, metrics of your own. Set what you need of
-// ModelStart, ModelChunk, ModelEnd, ModelError, ToolStart, ToolEnd,
-// ToolError and TurnEnd. Starts run in the order the hooks are given, ends and
-// errors in reverse; a start may return a context for the call and the
-// hooks after it, or refuse the call (Refuse). Hooks run in the worker's
-// activities, on every attempt of a call: they may do I/O.
+// ModelStart, ModelChunk, ModelReturn, ModelEnd, ModelError, ToolStart,
+// ToolReturn, ToolEnd, ToolError, ToolRead and TurnEnd. Starts run in the
+// order the hooks are given, returns, ends and errors in reverse; a start
+// may return a context for the call and the hooks after it, or refuse the
+// call (Refuse). A return (ModelReturn, ToolReturn) sees what the call
+// returned before any end does, and may change it or fail the call;
+// ToolRead sees, and may change, what the model reads of a tool's
+// result. Your hooks run inside the worker's own concerns, which are
+// hooks too: the agent's input guards start first; the tool's PII reveal
+// and rate limit start before yours; the budget reservation, the output
+// guard and the provider governor start after yours (a model call's span
+// covers the wait), so your returns and ends see the reply past the
+// output guard; the PII redaction of a tool's output returns before
+// yours. Hooks run in the worker's activities, on every attempt of a
+// call: they may do I/O.
 type Hook = hooks.Handler
 
 // What hooks see of the calls.

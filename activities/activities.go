@@ -87,7 +87,10 @@ type Deps struct {
 	// lower it with the server's limit.blobSize.error. Default 1 MiB.
 	MaxResultBytes int
 	// Hooks run around every model and tool call (internal/hooks):
-	// tracing and the concerns a worker adds. Default: none.
+	// tracing and the concerns a worker adds, inside the activities' own
+	// input guards, PII reveal and tool rate limit, and outside their
+	// budgets, output guard, provider governor and PII redaction
+	// (concerns). Default: none.
 	Hooks *hooks.Registry
 	// Scorers are the worker's own checks on every case an evaluation
 	// scores (evals.Scorer), after the dataset's and a judge's.
@@ -202,8 +205,32 @@ func New(d Deps) (*Activities, error) {
 		programs:        cmp.Or(d.Programs, program.New(program.Options{})),
 	}
 	a.scorers = d.Scorers
-	a.hooks = hooks.New(append([]hooks.Handler{a.inputGuards()}, d.Hooks.Handlers()...)...)
+	a.hooks = hooks.New(a.concerns(d.Hooks)...)
 	return a, nil
+}
+
+// concerns are the activities' own hooks around the worker's (own:
+// tracing first, then the program's), in the order they start (ends run
+// in reverse; internal/hooks):
+//
+//   - the agent's input guards, which refuse before anything is reserved;
+//   - the PII reveal of a tool's arguments and the tool's rate limit,
+//     before the worker's hooks: a tool call's span starts once the call
+//     is admitted;
+//   - the worker's hooks;
+//   - the budget reservation, the output guard and the provider
+//     governor's admission, after them: a model call's span covers the
+//     wait. The governor returns first, ending the admission as soon as
+//     the model has answered; the output guard checks the reply before
+//     any hook before it sees it;
+//   - the PII redaction of a tool's output, last, so that its return runs
+//     first: every hook reads the output redacted;
+//   - the injection guard's screen of what the model reads of a tool's
+//     result, which runs after the call's hooks have ended.
+func (a *Activities) concerns(own *hooks.Registry) []hooks.Handler {
+	hs := []hooks.Handler{a.inputGuards(), a.piiReveal(), a.toolRateLimit()}
+	hs = append(hs, own.Handlers()...)
+	return append(hs, a.budgets(), a.outputGuardHook(), a.admission(), a.piiRedaction(), a.injectionScreen())
 }
 
 // agentVersion loads the version of its agent a turn runs, waiting out a

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/store"
 )
 
@@ -15,6 +16,29 @@ import (
 // reservation is made to expire: the deadline is read on the worker's
 // clock, the expiry is kept on the database's.
 const reservationGrace = 30 * time.Second
+
+// budgets is the tenant's budgets as a hook of every model call, after
+// the worker's own (concerns): the call's worst case is reserved before
+// it is sent (reserve), or the call refused with BudgetExceeded; storing
+// the reply settles the reservation to the call's real usage
+// (store.PutReply), and the clean-up releases it when the call fails
+// (giveBackReservation).
+func (a *Activities) budgets() hooks.Handler {
+	return hooks.Handler{
+		Name: "budgets",
+		ModelStart: func(ctx context.Context, c *hooks.ModelCall) (context.Context, error) {
+			m := modelCallOf(ctx)
+			if m == nil {
+				return ctx, nil
+			}
+			err := m.reserve(ctx, c.Messages)
+			if m.held {
+				m.giveBack = append(m.giveBack, m.giveBackReservation)
+			}
+			return ctx, err
+		},
+	}
+}
 
 // reserve holds the model call's worst case against the tenant's
 // budgets before it is sent (store.Reserve), or refuses it with
@@ -24,8 +48,8 @@ const reservationGrace = 30 * time.Second
 // with a budget that sets no max_output_tokens gets
 // agent.DefaultReservedOutputTokens, which the call is then sent with:
 // the reservation bounds what the call may use only if the provider is
-// held to it.
-func (m *modelCall) reserve(ctx context.Context) error {
+// held to it. msgs are what the model reads.
+func (m *modelCall) reserve(ctx context.Context, msgs []agent.Message) error {
 	a, in := m.a, m.in
 	periods := m.billing.Budgets.Periods()
 	if len(periods) == 0 {
@@ -38,7 +62,7 @@ func (m *modelCall) reserve(ctx context.Context) error {
 	}
 	info := activity.GetInfo(ctx)
 	r := store.Reservation{TenantID: in.TenantID, JobID: in.JobID, Step: in.Seq, Attempt: stepAttempt(ctx, in),
-		Want: agent.Reserve(agent.PromptTokens(m.msgs, m.ag.Tools), m.ag.Limits.MaxOutputTokens, price),
+		Want: agent.Reserve(agent.PromptTokens(msgs, m.ag.Tools), m.ag.Limits.MaxOutputTokens, price),
 		TTL:  reservationTTL(info.Deadline, time.Now())}
 	err := a.db(ctx, "reserve budget", func() error { return a.store.Reserve(ctx, r, periods, time.Now()) })
 	if agent.IsCode(err, agent.CodeBudget) {
@@ -64,6 +88,20 @@ func reservationTTL(deadline, now time.Time) time.Duration {
 		left = max(deadline.Sub(now), 0)
 	}
 	return left + reservationGrace
+}
+
+// giveBackReservation releases the reservation of a call whose reply
+// was not stored, unless the reservation stands for a paid reply the
+// ledger could not count (modelCall.uncounted), until it expires with the
+// attempt or the step's next attempt reserves.
+func (m *modelCall) giveBackReservation(ctx context.Context) {
+	if m.stored || m.uncounted || !m.held {
+		return
+	}
+	// The stage may have failed because ctx was cancelled.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	m.release(ctx)
 }
 
 // release gives back the reservation of a call with no reply to store,

@@ -36,17 +36,23 @@
 // # A model call's stages
 //
 // CallModel runs as named stages over one value (modelCall): load, then
-// prompt; reserve, admit, stream and guardOut inside the hooks
-// (internal/hooks: the agent's input guards, tracing, the worker's own);
-// then price and store. A stage that acquires something (a budget reservation, the provider
-// governor's admission, a stream or a heartbeat) keeps it in that value,
-// and one deferred clean-up gives back whatever is still held, once,
-// whichever stage failed. A reply the model gave that could not be
-// stored was paid for: the clean-up counts it in the usage ledger, under
-// its attempt, before it releases the reservation. A new concern of a
-// model call that only looks, refuses or annotates is a hook (one file
-// and one registration line); one that holds something is a stage, and a
-// line of the clean-up.
+// prompt; stream inside the hooks (internal/hooks); then price and
+// store. Every concern around the call is a hook, the activities' own
+// registered in one place, in order (Activities.concerns): the agent's
+// input guards, tracing and the worker's own, the budget reservation,
+// the output guard and the provider governor's admission. A hook reads
+// the call, and keeps what it acquires or decides, in that value
+// (modelCallOf); what it must give back when the call fails it hands to
+// the one deferred clean-up (giveBack), which gives back whatever is
+// still held, once, whichever stage failed. A reply the model gave that
+// could not be stored was paid for: the clean-up counts it in the usage
+// ledger, under its attempt, before the reservation is released. A new
+// concern of a model call is a hook: one file and one registration line.
+//
+// ExecuteTool's concerns are hooks the same way (toolRun, toolRunOf):
+// the PII reveal of a tool's arguments, the tool's rate limit, the PII
+// redaction of its output, and the injection guard's screen of what the
+// model reads; the write gate and the delivery of effects stay its core.
 //
 // Activities return domain errors (internal/agent). Register classifies
 // them once, with contract.Failure: a code a retry cannot fix (bad input,

@@ -11,7 +11,59 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/governor"
+	"github.com/agentflow/agentflow/internal/hooks"
 )
+
+// admission is the provider governor as a hook of every model call,
+// the last model hook to start (concerns): the call is admitted (admit) after its
+// budget is reserved, inside tracing's span, which so shows the wait;
+// the admission ends as soon as the model has returned its reply or
+// failed (endAdmission, with what the provider counted), and a failure's
+// request to wait is passed on (refused). The clean-up ends an
+// admission still held.
+func (a *Activities) admission() hooks.Handler {
+	return hooks.Handler{
+		Name: "provider governor",
+		ModelStart: func(ctx context.Context, c *hooks.ModelCall) (context.Context, error) {
+			m := modelCallOf(ctx)
+			if m == nil {
+				return ctx, nil
+			}
+			err := m.admit(ctx, c.Messages)
+			if m.permit != nil {
+				m.giveBack = append(m.giveBack, m.endAdmission)
+			}
+			return ctx, err
+		},
+		ModelReturn: func(ctx context.Context, _ *hooks.ModelCall, _ *hooks.ModelReply) error {
+			if m := modelCallOf(ctx); m != nil {
+				m.endAdmission(ctx)
+			}
+			return nil
+		},
+		ModelError: func(ctx context.Context, c *hooks.ModelCall, err error) {
+			if m := modelCallOf(ctx); m != nil {
+				m.endAdmission(ctx)
+			}
+			a.refused(ctx, c.Model, err)
+		},
+	}
+}
+
+// endAdmission ends the governor's admission of the call, once: with the
+// provider's count when the model answered, else with the call's worst
+// case (governor.Permit.Done).
+func (m *modelCall) endAdmission(ctx context.Context) {
+	if m.permit == nil {
+		return
+	}
+	var usage *agent.Usage
+	if m.resp != nil {
+		usage = &m.resp.Usage
+	}
+	m.permit.Done(ctx, usage)
+	m.permit = nil
+}
 
 // admit waits until the provider governor lets the call be sent
 // (governor.Governor.Acquire), heartbeating with what it waits for, which
@@ -21,8 +73,8 @@ import (
 // Its worst case is the prompt counted from the messages and the agent's
 // max_output_tokens. The wait ends with the attempt's context: its
 // start-to-close timeout, the turn's timeout, still applies. An
-// ungoverned call gets no permit.
-func (m *modelCall) admit(ctx context.Context) error {
+// ungoverned call gets no permit. msgs are what the model reads.
+func (m *modelCall) admit(ctx context.Context, msgs []agent.Message) error {
 	a, in, ag := m.a, m.in, m.ag
 	if a.governor == nil {
 		return nil
@@ -33,7 +85,7 @@ func (m *modelCall) admit(ctx context.Context) error {
 		ID:       fmt.Sprintf("%s/%s/%d/%d", in.TenantID, in.JobID, in.Seq, stepAttempt(ctx, in)),
 		TenantID: in.TenantID,
 		Priority: ag.Limits.ModelPriority,
-		Input:    int64(agent.PromptTokens(m.msgs, ag.Tools)),
+		Input:    int64(agent.PromptTokens(msgs, ag.Tools)),
 		Output:   int64(max(ag.Limits.MaxOutputTokens, 0)),
 		Hold:     reservationTTL(info.Deadline, time.Now()),
 		Waiting: func(w governor.Wait) {
@@ -61,6 +113,33 @@ func (a *Activities) refused(ctx context.Context, model string, err error) {
 	var ae *agent.Error
 	if a.governor != nil && errors.As(err, &ae) && ae.RetryAfter > 0 {
 		a.governor.Refused(ctx, model, ae.RetryAfter)
+	}
+}
+
+// toolRateLimit is the tool entries' rate limits as a hook of every call
+// through the tool runtime, after the PII reveal and before the worker's
+// hooks (concerns): a call's span starts once it is admitted (admitTool).
+// The admission ends with the call, once every hook after it has ended.
+func (a *Activities) toolRateLimit() hooks.Handler {
+	done := func(ctx context.Context) {
+		if t := toolRunOf(ctx); t != nil && t.permit != nil {
+			t.permit.Done(ctx, nil)
+			t.permit = nil
+		}
+	}
+	return hooks.Handler{
+		Name: "tool rate limit",
+		ToolStart: func(ctx context.Context, _ *hooks.ToolCall) (context.Context, error) {
+			t := toolRunOf(ctx)
+			if t == nil {
+				return ctx, nil
+			}
+			var err error
+			t.permit, err = a.admitTool(ctx, t.spec, t.in, t.report)
+			return ctx, err
+		},
+		ToolEnd:   func(ctx context.Context, _ *hooks.ToolCall, _ *hooks.ToolResult) { done(ctx) },
+		ToolError: func(ctx context.Context, _ *hooks.ToolCall, _ error) { done(ctx) },
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/telemetry"
@@ -130,7 +131,7 @@ func (a *Activities) askGuardTool(ctx context.Context, ag agent.Agent, in contra
 	if err != nil {
 		return "", fmt.Errorf("the tool runtime failed (%s)", telemetry.ErrorType(err))
 	}
-	out, toolErr, err := a.runTool(ctx, spec, tin, call, func(string) {})
+	out, toolErr, err := a.runTool(ctx, &toolRun{spec: spec, in: tin, call: call, report: func(string) {}})
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("the tool runtime failed (%s)", telemetry.ErrorType(err))
@@ -140,6 +141,40 @@ func (a *Activities) askGuardTool(ctx context.Context, ag agent.Agent, in contra
 		return "", fmt.Errorf("the call failed (%s)", telemetry.ErrorType(toolErr))
 	}
 	return out.Text, nil
+}
+
+// outputGuardHook is the agent's output guard as a hook of every model
+// call, after the budgets (concerns): it compiles the guard, which then
+// holds every channel of the reply back a window at a time as the model
+// streams it (replyOut), and checks the reply's end as soon as the model
+// has returned it (replyOut.end), before any handler registered before
+// it sees the reply. A broken rule does not fail the stage: the reply
+// becomes what was released and the refusal, is stored and counted, and
+// the call then ends GuardrailTripped (modelCall.result).
+func (a *Activities) outputGuardHook() hooks.Handler {
+	return hooks.Handler{
+		Name: "output guard",
+		ModelStart: func(ctx context.Context, _ *hooks.ModelCall) (context.Context, error) {
+			m := modelCallOf(ctx)
+			if m == nil {
+				return ctx, nil
+			}
+			guard, err := a.outputGuard(ctx, m.ag, m.in)
+			if guard != nil {
+				m.out.held, m.out.refusal = guard.Reply(), guard.Refusal
+			}
+			return ctx, err
+		},
+		ModelReturn: func(ctx context.Context, _ *hooks.ModelCall, r *hooks.ModelReply) error {
+			m := modelCallOf(ctx)
+			if m == nil {
+				return nil
+			}
+			var err error
+			m.tripped, m.trippedOn, err = m.out.end(ctx, r)
+			return err
+		},
+	}
 }
 
 // outputGuard compiles the agent's output guard and the custom guards

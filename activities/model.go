@@ -27,19 +27,17 @@ import (
 // fallback model the input names) and stores the reply as step Seq. A
 // reply an earlier attempt stored is returned as it is, without calling
 // the model again, whichever model this call names: a fallback never pays
-// again for a call that produced an answer. Before the call is sent, its worst
-// case is reserved against the tenant's budgets (reserve), or the call is
-// refused with BudgetExceeded; storing the reply settles the reservation
-// to the call's real usage.
+// again for a call that produced an answer.
 //
 // It runs as named stages over one modelCall, in order: load, then —
 // unless an earlier attempt stored the reply (replayStored) — prompt,
-// then reserve, admit, stream and guardOut inside the registry's hooks
-// (internal/hooks: the agent's input guards first, then tracing's span,
-// then the worker's own),
-// price and store. What the stages acquire (a budget reservation, the
-// provider governor's admission, the stream or a heartbeat) is given
-// back by one clean-up, once, whichever stage fails (modelCall.cleanUp).
+// stream inside the registry's hooks (hooked), price and store. What
+// runs around the call is a hook (concerns): the agent's input guards,
+// tracing and the worker's own, the budget reservation (settled when the
+// reply is stored), the output guard and the provider governor's
+// admission. What the stages and hooks acquire (the stream or a
+// heartbeat, what a hook gives back: giveBack) is given back by one
+// clean-up, once, whichever stage fails (modelCall.cleanUp).
 func (a *Activities) CallModel(ctx context.Context, in contract.CallModelInput) (contract.CallModelResult, error) {
 	if in.HandOffAfterMs > 0 && activity.GetInfo(ctx).IsLocalActivity {
 		return a.callHandingOff(ctx, in)
@@ -105,7 +103,7 @@ func (a *Activities) callModel(ctx context.Context, in contract.CallModelInput, 
 	}
 	defer m.cleanUp(ctx)
 	for _, stage := range []func(context.Context) error{
-		m.prompt, m.hooked(m.reserve, m.admit, m.stream, m.guardOut), m.price, m.store,
+		m.prompt, m.hooked(m.stream), m.price, m.store,
 	} {
 		if err := stage(ctx); err != nil {
 			return contract.CallModelResult{}, err
@@ -129,21 +127,23 @@ type modelCall struct {
 	// prompt
 	billing store.Billing   // the tenant's prices and budgets
 	msgs    []agent.Message // what the model reads
-	// reserve and admit, given back by cleanUp
-	held   bool             // a budget reservation may be held under the attempt's key
-	permit *governor.Permit // the governor's admission; nil: none, or ended (endAdmission)
-	// stream and guardOut, inside the hooks (hooked)
+	// the hooks' start (concerns), given back by cleanUp
+	held     bool                    // a budget reservation may be held under the attempt's key (budgets)
+	permit   *governor.Permit        // the governor's admission; nil: none, or ended (endAdmission)
+	giveBack []func(context.Context) // what the hooks acquired, given back last first by cleanUp
+	// stream, inside the hooks (hooked)
 	hook      *hooks.ModelCall
 	out       replyOut
 	streamed  atomic.Pointer[eventlog.Batcher] // the call's stream once open, for its heartbeats (beat)
 	waiting   atomic.Pointer[string]           // what the governor holds the call for, for its heartbeats
 	resp      *llm.Response                    // the reply; nil until the model answered
 	tail      streamTail
-	tripped   string           // the output guard's rule the reply broke ("" for none)
+	tripped   string           // the output guard's rule the reply broke ("" for none; outputGuardHook)
 	trippedOn guardpkg.Channel // the channel it broke it on
 	// price and store
-	ledger store.ModelCall // the call's ledger row
-	stored bool            // the reply and its ledger row are stored: the reservation is settled
+	ledger    store.ModelCall // the call's ledger row
+	stored    bool            // the reply and its ledger row are stored: the reservation is settled
+	uncounted bool            // a paid reply was neither stored nor counted (cleanUp)
 }
 
 // load reads what every attempt needs: the agent version the turn
@@ -208,9 +208,9 @@ func (m *modelCall) prompt(ctx context.Context) error {
 
 // stream sends the request and takes the reply as the model sends it
 // (replyOut: through the output guard, to the turn's stream when the
-// call streams). The governor's admission ends as soon as the model has
-// answered or failed, with what the provider counted: the stages after
-// it take no provider capacity.
+// call streams), then ends the reply (endReply). A failed call fails the
+// stage: the hooks see it (ModelError; the governor's admission ends
+// there, as it does on the reply's return).
 func (m *modelCall) stream(ctx context.Context) error {
 	req := m.request()
 	if err := m.openReply(ctx); err != nil {
@@ -223,11 +223,6 @@ func (m *modelCall) stream(ctx context.Context) error {
 		req.OnChunk = m.hookChunks(req.OnChunk)
 	}
 	resp, err := m.a.model.Generate(ctx, req)
-	if err == nil {
-		restoreArgs(resp, req.Tools)
-		m.resp = resp
-	}
-	m.endAdmission(ctx)
 	if err != nil {
 		m.out.abort()
 		log := m.a.log(ctx).Warn
@@ -238,26 +233,36 @@ func (m *modelCall) stream(ctx context.Context) error {
 		}
 		log("model call failed", zap.String("tenant", m.in.TenantID), zap.String("job_id", m.in.JobID),
 			zap.String("model", m.ag.Model), zap.Error(err))
-		err = modelError(err)
-		m.a.refused(ctx, m.ag.Model, err)
-		return err
+		return modelError(err)
 	}
-	return nil
+	restoreArgs(resp, req.Tools)
+	m.resp = resp
+	return m.endReply(ctx)
 }
 
-// guardOut ends the reply: the output guard checks its end
-// (replyOut.end), and the stream is closed, its last batch kept for the
-// result when the turn asks (TailInResult). A reply that broke the guard
-// fails its call, so its tail cannot ride in its result: it is sent, as a
+// endReply ends the reply: the hooks see it as soon as the model has
+// returned it (ModelReturn: the governor's admission ends, with what the
+// provider counted, so the stages after it take no provider capacity;
+// the output guard checks its end), and what they leave of it is the
+// reply. Then the stream is closed, its last batch kept for the result
+// when the turn asks (TailInResult). A reply that broke the guard fails
+// its call, so its tail cannot ride in its result: it is sent, as a
 // whole stream is. When the stream fails, the reply is not stored: the
 // retry calls the model again and voids what this attempt streamed.
-func (m *modelCall) guardOut(ctx context.Context) error {
-	var err error
-	if m.tripped, m.trippedOn, err = m.out.end(ctx, m.resp); err != nil {
+func (m *modelCall) endReply(ctx context.Context) error {
+	r := replyOf(m.resp)
+	if err := m.a.hooks.ModelReturn(ctx, m.hook, r); err != nil {
 		return err
 	}
+	m.resp.Message, m.resp.Reasoning, m.resp.FinishReason = r.Message, r.Reasoning, r.FinishReason
+	var err error
 	m.tail, err = m.out.close(m.in.TailInResult && m.tripped == "")
 	return err
+}
+
+// replyOf is the model's reply as hooks see it.
+func replyOf(r *llm.Response) *hooks.ModelReply {
+	return &hooks.ModelReply{Model: r.Model, Message: r.Message, Reasoning: r.Reasoning, Usage: r.Usage, FinishReason: r.FinishReason}
 }
 
 // price is the call's ledger row: what the provider counted, under the
@@ -323,52 +328,39 @@ func (m *modelCall) result(ctx context.Context) (contract.CallModelResult, error
 	}, m.schema), nil
 }
 
-// cleanUp gives back, once, what the stages acquired and did not hand
-// on, whichever stage failed, or none; CallModel defers it.
+// cleanUp gives back, once, what the stages and the hooks acquired and
+// did not hand on, whichever stage failed, or none; CallModel defers it.
 //
 //   - The stream, or the heartbeat, still open is stopped (replyOut.abort).
-//   - The governor's admission ends (endAdmission).
 //   - A reply the model gave that was not stored — the stream or the
 //     database failed after it answered — was paid for all the same: it
 //     is counted in the ledger, under the attempt's key, so that the
 //     tenant's budgets and usage see it (a retry that calls the model
-//     again is counted under its own).
-//   - The budget reservation is released, unless the stored reply settled
-//     it. When the ledger could not count a paid reply, the reservation
-//     stands for it instead, until it expires with the attempt or the
-//     step's next attempt reserves.
+//     again is counted under its own). When the ledger cannot count it,
+//     the call is uncounted: the budget reservation stands for it.
+//   - What the hooks acquired is given back, last first (giveBack): the
+//     governor's admission ends, the budget reservation is released
+//     unless the stored reply settled it or it stands for an uncounted
+//     reply (budgets).
 func (m *modelCall) cleanUp(ctx context.Context) {
 	m.out.abort()
-	m.endAdmission(ctx)
-	if m.stored {
-		return
+	if !m.stored && m.resp != nil {
+		m.countUnstored(ctx)
 	}
-	// The stage may have failed because ctx was cancelled.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if m.resp != nil {
-		if err := m.a.store.PutUsage(ctx, m.ledgerRow(ctx)); err != nil {
-			m.a.log(ctx).Warn("model reply not stored nor counted; its budget reservation stands for it until it expires",
-				zap.String("tenant", m.in.TenantID), zap.String("job_id", m.in.JobID), zap.Int("step", m.in.Seq), zap.Error(err))
-			return
-		}
-	}
-	if m.held {
-		m.release(ctx)
+	for i := len(m.giveBack) - 1; i >= 0; i-- {
+		m.giveBack[i](ctx)
 	}
 }
 
-// endAdmission ends the governor's admission of the call, once: with the
-// provider's count when the model answered, else with the call's worst
-// case (governor.Permit.Done).
-func (m *modelCall) endAdmission(ctx context.Context) {
-	if m.permit == nil {
-		return
+// countUnstored counts a paid reply that was not stored in the ledger,
+// under the attempt's key, or marks the call uncounted.
+func (m *modelCall) countUnstored(ctx context.Context) {
+	// The stage may have failed because ctx was cancelled.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := m.a.store.PutUsage(ctx, m.ledgerRow(ctx)); err != nil {
+		m.a.log(ctx).Warn("model reply not stored nor counted; its budget reservation stands for it until it expires",
+			zap.String("tenant", m.in.TenantID), zap.String("job_id", m.in.JobID), zap.Int("step", m.in.Seq), zap.Error(err))
+		m.uncounted = true
 	}
-	var usage *agent.Usage
-	if m.resp != nil {
-		usage = &m.resp.Usage
-	}
-	m.permit.Done(ctx, usage)
-	m.permit = nil
 }

@@ -144,10 +144,12 @@ func stepAttempt(ctx context.Context, in contract.CallModelInput) int {
 	return in.AttemptBase + int(activity.GetInfo(ctx).Attempt)
 }
 
-// hooked runs stages inside the registry's model hooks (internal/hooks):
-// what they see of the call is what the model reads, and of its reply
-// what is stored, past the output guard. A start hook may change the
-// messages, or refuse the call.
+// hooked runs stages inside the registry's model hooks (internal/hooks),
+// the activities' own concerns among them (concerns): what they see of
+// the call is what the model reads, and of its reply what is stored,
+// past the output guard. A start hook may change the messages, or refuse
+// the call. The hooks read the call itself through their context
+// (modelCallOf).
 func (m *modelCall) hooked(stages ...func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		in, reg := m.in, m.a.hooks
@@ -185,8 +187,16 @@ func (m *modelCall) hookChunks(next func(context.Context, llm.Chunk) error) func
 }
 
 // modelCallKey keeps the call in its hooks' context, for the hooks of
-// this package (inputGuards), which read what the call pinned.
+// this package (concerns), which read what the call pinned and keep what
+// they acquire or decide in it.
 type modelCallKey struct{}
+
+// modelCallOf is the call whose hooks run under ctx; nil outside
+// CallModel.
+func modelCallOf(ctx context.Context) *modelCall {
+	m, _ := ctx.Value(modelCallKey{}).(*modelCall)
+	return m
+}
 
 // inputGuards is the agent's input guards as the first hook of every
 // model call: they ask about what is new for the call before anything is
@@ -195,7 +205,7 @@ func (a *Activities) inputGuards() hooks.Handler {
 	return hooks.Handler{
 		Name: "input guards",
 		ModelStart: func(ctx context.Context, c *hooks.ModelCall) (context.Context, error) {
-			m, _ := ctx.Value(modelCallKey{}).(*modelCall)
+			m := modelCallOf(ctx)
 			if m == nil {
 				return ctx, nil
 			}

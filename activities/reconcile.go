@@ -93,7 +93,7 @@ func (a *Activities) readBack(ctx context.Context, ag agent.Agent, read agent.To
 	if err != nil {
 		return readAnswer{}, err
 	}
-	out, toolErr, err := a.runTool(ctx, read, rin, call, func(string) {})
+	out, toolErr, err := a.runTool(ctx, &toolRun{spec: read, in: rin, call: call, report: func(string) {}})
 	if err = cmp.Or(err, toolErr); err != nil {
 		return readAnswer{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/eventlog"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/llm"
 )
 
@@ -25,17 +26,11 @@ type replyOut struct {
 	stopBeats func()            // nil: no heartbeat of its own, or stopped
 }
 
-// openReply compiles the agent's output guard and opens the call's
-// stream, or its heartbeat.
+// openReply opens the call's stream, or its heartbeat. The output
+// guard, when the agent has one, holds the reply already
+// (outputGuardHook).
 func (m *modelCall) openReply(ctx context.Context) error {
 	a, in := m.a, m.in
-	guard, err := a.outputGuard(ctx, m.ag, in)
-	if err != nil {
-		return err
-	}
-	if guard != nil {
-		m.out.held, m.out.refusal = guard.Reply(), guard.Refusal
-	}
 	if !in.Stream || in.StreamID == "" {
 		m.out.stopBeats = heartbeat(ctx, time.Second)
 		return nil
@@ -67,7 +62,7 @@ func (o *replyOut) chunk(ctx context.Context, c llm.Chunk) error {
 // what was released. A broken rule replaces whatever was not released
 // with the refusal (refuse), which is streamed after what was. It returns
 // the rule broken ("" for none) and the channel it was broken on.
-func (o *replyOut) end(ctx context.Context, resp *llm.Response) (string, guardpkg.Channel, error) {
+func (o *replyOut) end(ctx context.Context, resp *hooks.ModelReply) (string, guardpkg.Channel, error) {
 	if o.held == nil {
 		return "", guardpkg.Channel{}, nil
 	}
@@ -163,7 +158,7 @@ func channelOf(c llm.Chunk) (guardpkg.Channel, string) {
 
 // finalChannels is a reply as it is stored and run, by the guard's
 // channels, in the order a model streams them.
-func finalChannels(resp *llm.Response) []guardpkg.Release {
+func finalChannels(resp *hooks.ModelReply) []guardpkg.Release {
 	out := []guardpkg.Release{
 		{Channel: guardpkg.Channel{Kind: guardpkg.ChannelReasoning}, Text: resp.Reasoning},
 		{Channel: guardpkg.Channel{Kind: guardpkg.ChannelText}, Text: resp.Message.Content},
@@ -178,7 +173,7 @@ func finalChannels(resp *llm.Response) []guardpkg.Release {
 // what was released of its text and reasoning, then the refusal (which
 // it returns, as it is to be sent), and none of its tool calls, which are
 // not run.
-func refuse(resp *llm.Response, held *guardpkg.Reply, refusal string) string {
+func refuse(resp *hooks.ModelReply, held *guardpkg.Reply, refusal string) string {
 	released := held.Released(guardpkg.Channel{Kind: guardpkg.ChannelText})
 	if released != "" && !strings.HasSuffix(released, " ") && !strings.HasSuffix(released, "\n") {
 		refusal = " " + refusal

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/activity"
@@ -15,6 +14,7 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/effects"
 	"github.com/agentflow/agentflow/internal/eventlog"
+	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/metered"
 	"github.com/agentflow/agentflow/internal/pipeline"
@@ -207,7 +207,8 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 		gate = effects.NewGate(a.store, k)
 		ctx = effects.With(ctx, gate)
 	}
-	out, err, rerr := a.runTool(ctx, spec, in, call, progress.Report)
+	t := &toolRun{ag: ag, spec: spec, in: in, call: call, report: progress.Report}
+	out, err, rerr := a.runTool(ctx, t)
 	if rerr != nil {
 		return agent.Message{Content: rerr.Error()}, "", ""
 	}
@@ -225,89 +226,108 @@ func (a *Activities) run(ctx context.Context, ag agent.Agent, in contract.Execut
 	switch {
 	case err == nil:
 		msg, status := a.output(ctx, in, out)
-		if g := ag.InjectionGuard(); g != nil {
-			msg.Content = a.screen(ctx, *g, in, call, msg.Content)
-		}
+		msg.Content = a.read(ctx, t, msg.Content)
 		return msg, status, ""
 	case ctx.Err() != nil:
 		// Cancelled: whatever the tool made of it is not its result.
 		return agent.Message{Content: err.Error()}, "", step
 	case agent.IsCode(err, agent.CodeInvalid), agent.IsCode(err, agent.CodeNotFound):
-		content := err.Error()
-		if g := ag.InjectionGuard(); g != nil {
-			// An error can quote what the tool fetched: it is data too.
-			content = a.screen(ctx, *g, in, call, content)
-		}
-		return agent.Message{Content: content}, agent.ToolError, step
+		// An error can quote what the tool fetched: it is data too.
+		return agent.Message{Content: a.read(ctx, t, err.Error())}, agent.ToolError, step
 	default:
 		a.log(ctx).Warn("tool call failed", zap.Error(err))
 		return agent.Message{Content: err.Error()}, "", step
 	}
 }
 
-// runTool runs a call of spec through the tool runtime, as every call of
-// a tool runs whoever makes it (the model, a tool guard): a replay's
-// answer from its recording in place of the tool (replayed), the values
-// behind PII placeholders for the tools the tenant reveals them to, the
-// entry's rate limit (waits reported through report), the call's span,
-// the tool registry (Execute: the tenant's egress client, its secrets,
-// MCP sessions) and the tenant's PII redaction of what the tool returns,
-// before the model, the stored step or the span reads it. toolErr is the
-// tool's failure, for the caller to classify; err the runtime's (worth
-// retrying).
-func (a *Activities) runTool(ctx context.Context, spec agent.Tool, in contract.ExecuteToolInput, call tools.Call, report func(string)) (out tools.Output, toolErr, err error) {
+// runTool runs a call through the tool runtime, as every call of a
+// tool runs whoever makes it (the model, a tool guard, a reconciliation):
+// a replay's answer from its recording in place of the tool (replayed),
+// else the tool registry's (Execute: the tenant's egress client, its
+// secrets, MCP sessions) inside the registry's tool hooks, the
+// activities' own among them (concerns): the values behind PII
+// placeholders for the tools the tenant reveals them to, the entry's
+// rate limit (waits reported through t.report), the call's span, and the
+// tenant's PII redaction of what the tool returns, before the model, the
+// stored step or the span reads it. toolErr is the tool's failure, for
+// the caller to classify; err the runtime's (worth retrying).
+func (a *Activities) runTool(ctx context.Context, t *toolRun) (out tools.Output, toolErr, err error) {
 	// A replay's calls are answered from its recording: no tool runs.
-	rep, err := a.replayOf(ctx, in)
+	rep, err := a.replayOf(ctx, t.in)
 	if err != nil {
 		return tools.Output{}, nil, err
 	}
-	if rep == nil && in.Replay {
+	if rep == nil && t.in.Replay {
 		// The turn's workflow asked no one: whatever the stored turn
 		// says, the call does not run; with no recording, it diverges.
 		rep = &agent.Replay{}
 	}
 	if rep != nil {
-		return a.replayed(ctx, in, *rep)
+		return a.replayed(ctx, t.in, *rep)
 	}
-	pii, err := a.piiPolicy(ctx, in.TenantID)
+	hook := t.hooked()
+	hctx, err := a.hooks.ToolStart(context.WithValue(ctx, toolRunKey{}, t), hook)
 	if err != nil {
 		return tools.Output{}, nil, err
 	}
-	scope := redact.Scope(in.SessionID, in.JobID)
-	if slices.Contains(pii.Config.Reveal, spec.Entry()) || slices.Contains(pii.Config.Reveal, spec.Name) {
-		// The tool the tenant allows gets the values behind placeholders;
-		// the span, the events and the history keep the placeholders.
-		args, err := a.vault.Reveal(ctx, in.TenantID, scope, string(call.Args))
-		if err != nil {
-			return tools.Output{}, nil, err
-		}
-		call.Args = json.RawMessage(args)
-	}
-	permit, err := a.admitTool(ctx, spec, in, report)
-	if err != nil {
-		return tools.Output{}, nil, err
-	}
-	defer permit.Done(ctx, nil)
-	hook := &hooks.ToolCall{TenantID: in.TenantID, AgentID: in.AgentID, JobID: in.JobID, AgentVersion: in.AgentVersion,
-		Kind: spec.Kind, ID: in.Call.ID, Name: in.Call.Name, Arguments: json.RawMessage(in.Call.Arguments)}
-	hctx, err := a.hooks.ToolStart(ctx, hook)
-	if err != nil {
-		return tools.Output{}, nil, err
-	}
-	out, toolErr = a.tools.Execute(hctx, spec, call)
-	if toolErr == nil {
-		toolErr = a.redactOutput(ctx, pii, in.TenantID, scope, &out)
-		if toolErr != nil {
-			a.hooks.ToolError(hctx, hook, toolErr)
-			return tools.Output{}, nil, toolErr
-		}
-	}
+	out, toolErr = a.tools.Execute(hctx, t.spec, t.call)
 	if toolErr != nil {
 		a.hooks.ToolError(hctx, hook, toolErr)
-	} else {
-		a.hooks.ToolEnd(hctx, hook, &hooks.ToolResult{Text: out.Text})
+		return out, toolErr, nil
 	}
-	return out, toolErr, nil
+	t.out = &out
+	res := &hooks.ToolResult{Text: out.Text}
+	if err := a.hooks.ToolReturn(hctx, hook, res); err != nil {
+		a.hooks.ToolError(hctx, hook, err)
+		return tools.Output{}, nil, err
+	}
+	out.Text = res.Text
+	a.hooks.ToolEnd(hctx, hook, res)
+	return out, nil, nil
+}
+
+// toolRun is one call through the tool runtime (runTool), as the
+// activities' own tool hooks read it from their context (toolRunOf) and
+// keep what they acquire in it.
+type toolRun struct {
+	ag     agent.Agent // the turn's agent; zero for a guard's or a reconciliation's call
+	spec   agent.Tool
+	in     contract.ExecuteToolInput
+	call   tools.Call   // what the tool is given (its arguments revealed: piiReveal)
+	report func(string) // the call's progress
+	hook   *hooks.ToolCall
+	out    *tools.Output    // the tool's output once it has returned
+	pii    redact.Policy    // the tenant's PII redaction (piiReveal)
+	permit *governor.Permit // the tool's rate limit's admission (toolRateLimit)
+}
+
+// toolRunKey keeps the call in its hooks' context.
+type toolRunKey struct{}
+
+// toolRunOf is the call whose hooks run under ctx; nil outside runTool
+// and read.
+func toolRunOf(ctx context.Context) *toolRun {
+	t, _ := ctx.Value(toolRunKey{}).(*toolRun)
+	return t
+}
+
+// hooked is the call as hooks see it: its arguments the model's, as the
+// history keeps them.
+func (t *toolRun) hooked() *hooks.ToolCall {
+	if t.hook == nil {
+		in := t.in
+		t.hook = &hooks.ToolCall{TenantID: in.TenantID, AgentID: in.AgentID, JobID: in.JobID, AgentVersion: in.AgentVersion,
+			Kind: t.spec.Kind, ID: in.Call.ID, Name: in.Call.Name, Arguments: json.RawMessage(in.Call.Arguments)}
+	}
+	return t.hook
+}
+
+// read is what the model reads of a turn's call's result, content, past
+// the hooks that see it last (ToolRead: the injection guard's screen).
+func (a *Activities) read(ctx context.Context, t *toolRun, content string) string {
+	r := &hooks.ToolResult{Text: content}
+	a.hooks.ToolRead(context.WithValue(ctx, toolRunKey{}, t), t.hooked(), r)
+	return r.Text
 }
 
 // withToolLog is ctx for a tool call: every log line about the call —

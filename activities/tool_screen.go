@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
@@ -11,9 +12,84 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	guardpkg "github.com/agentflow/agentflow/internal/guard"
+	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/tools"
 )
+
+// piiReveal is the tenant's PII reveal as a hook of every call through
+// the tool runtime, the first tool hook to start (concerns): the tool the
+// tenant allows gets the values behind placeholders in its arguments;
+// the span, the events and the history keep the placeholders. It reads
+// the tenant's PII redaction for piiRedaction too.
+func (a *Activities) piiReveal() hooks.Handler {
+	return hooks.Handler{
+		Name: "pii reveal",
+		ToolStart: func(ctx context.Context, _ *hooks.ToolCall) (context.Context, error) {
+			t := toolRunOf(ctx)
+			if t == nil {
+				return ctx, nil
+			}
+			var err error
+			if t.pii, err = a.piiPolicy(ctx, t.in.TenantID); err != nil {
+				return ctx, err
+			}
+			reveal := t.pii.Config.Reveal
+			if !slices.Contains(reveal, t.spec.Entry()) && !slices.Contains(reveal, t.spec.Name) {
+				return ctx, nil
+			}
+			args, err := a.vault.Reveal(ctx, t.in.TenantID, piiScope(t.in), string(t.call.Args))
+			if err != nil {
+				return ctx, err
+			}
+			t.call.Args = json.RawMessage(args)
+			return ctx, nil
+		},
+	}
+}
+
+// piiRedaction is the tenant's PII redaction of what a tool returns, as
+// the last hook registered (concerns), so that its return runs first:
+// the model, the stored step and every other hook read the output
+// redacted. A redaction that fails fails the attempt.
+func (a *Activities) piiRedaction() hooks.Handler {
+	return hooks.Handler{
+		Name: "pii redaction",
+		ToolReturn: func(ctx context.Context, _ *hooks.ToolCall, r *hooks.ToolResult) error {
+			t := toolRunOf(ctx)
+			if t == nil || t.out == nil {
+				return nil
+			}
+			t.out.Text = r.Text
+			err := a.redactOutput(ctx, t.pii, t.in.TenantID, piiScope(t.in), t.out)
+			r.Text = t.out.Text
+			return err
+		},
+	}
+}
+
+// piiScope is the scope of a call's placeholders: its session's, else its
+// turn's.
+func piiScope(in contract.ExecuteToolInput) string { return redact.Scope(in.SessionID, in.JobID) }
+
+// injectionScreen is the agent's injection guard as a hook of the turn's
+// tool calls: what the model reads of a result — the tool's output, or
+// an error it can act on, which can quote what the tool fetched — is
+// screened (screen) once it is made (ToolRead).
+func (a *Activities) injectionScreen() hooks.Handler {
+	return hooks.Handler{
+		Name: "injection guard",
+		ToolRead: func(ctx context.Context, _ *hooks.ToolCall, r *hooks.ToolResult) {
+			t := toolRunOf(ctx)
+			if t == nil {
+				return
+			}
+			if g := t.ag.InjectionGuard(); g != nil {
+				r.Text = a.screen(ctx, *g, t.in, t.call, r.Text)
+			}
+		},
+	}
+}
 
 // piiPolicy is the tenant's PII redaction (none without a catalog).
 func (a *Activities) piiPolicy(ctx context.Context, tenantID string) (redact.Policy, error) {

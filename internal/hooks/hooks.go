@@ -14,6 +14,22 @@
 // caller are told about (agent.CodeGuardrailTripped), any other error
 // for a failure the activity retries.
 //
+// Between the call and its end, a return callback (ModelReturn,
+// ToolReturn) sees what the call returned before anything else is done
+// with it, and may change it or fail the call: every return runs before
+// any end, so a handler registered early (a span) ends on what the
+// handlers registered after it made of the reply. ToolRead sees, last,
+// what the model will read of a tool call's result.
+//
+// The activities' own concerns are handlers too, registered around the
+// worker's (activities.New): the agent's input guards first; the PII
+// reveal of a tool's arguments and the tool's rate limit before the
+// worker's handlers (tracing's span starts after the limit admits the
+// call); the budget reservation, the output guard and the provider
+// governor's admission after them (the span covers the wait), and the
+// PII redaction of a tool's output last, so that its return runs first
+// and every handler reads the output redacted.
+//
 // Hooks run in activities, so they may do I/O; they run on every attempt
 // of a call. Deterministic hooks on the turn itself are the workflow's
 // components (workflows/component.go).
@@ -24,6 +40,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -42,7 +60,8 @@ type ModelCall struct {
 	Messages []agent.Message
 }
 
-// ModelReply is what the model answered, past the output guard.
+// ModelReply is what the model answered: past the output guard for every
+// handler registered before it (ModelReturn), and for every ModelEnd.
 type ModelReply struct {
 	Model        string
 	Message      agent.Message
@@ -63,7 +82,9 @@ type ToolCall struct {
 	Arguments json.RawMessage
 }
 
-// ToolResult is what a tool call returned: the text the model reads.
+// ToolResult is what a tool call returned: its text, past the tenant's
+// PII redaction for every ToolReturn and ToolEnd; for ToolRead, what
+// the model reads of the result.
 type ToolResult struct {
 	Text string
 }
@@ -85,12 +106,33 @@ type Handler struct {
 	// and reasoning, before the output guard holds it back); it must
 	// be quick: the stream waits for it.
 	ModelChunk func(ctx context.Context, c *ModelCall, kind, text string)
-	ModelEnd   func(ctx context.Context, c *ModelCall, r *ModelReply)
-	ModelError func(ctx context.Context, c *ModelCall, err error)
+	// ModelReturn sees the reply as soon as the model has returned it,
+	// before its stream is closed and before any ModelEnd: a handler that
+	// holds something for the provider's call gives it back here, one
+	// that checks the reply checks it here. It may change the reply's
+	// Message, Reasoning and FinishReason (what is stored and what the
+	// turn gets; what was streamed stays sent), or fail the call with an
+	// error: the handlers after it in this order do not run, and every
+	// handler sees ModelError in place of ModelEnd.
+	ModelReturn func(ctx context.Context, c *ModelCall, r *ModelReply) error
+	ModelEnd    func(ctx context.Context, c *ModelCall, r *ModelReply)
+	ModelError  func(ctx context.Context, c *ModelCall, err error)
 
 	ToolStart func(ctx context.Context, c *ToolCall) (context.Context, error)
-	ToolEnd   func(ctx context.Context, c *ToolCall, r *ToolResult)
-	ToolError func(ctx context.Context, c *ToolCall, err error)
+	// ToolReturn sees a tool's output as soon as the tool has returned it
+	// (not its failure), before any ToolEnd. It may change the text, or
+	// fail the call as ModelReturn does: every handler then sees
+	// ToolError, and the attempt fails (it is retried).
+	ToolReturn func(ctx context.Context, c *ToolCall, r *ToolResult) error
+	ToolEnd    func(ctx context.Context, c *ToolCall, r *ToolResult)
+	ToolError  func(ctx context.Context, c *ToolCall, err error)
+	// ToolRead sees what the model will read of a turn's tool call once
+	// it is made: the tool's output as the model is shown it (its data
+	// described, its files named), or the error it can act on (bad
+	// arguments, a tool's not-found), replayed calls' too; it may change
+	// it. It runs in order, after the call's ToolEnd or ToolError, and
+	// not for the calls a guard or a reconciliation makes of a tool.
+	ToolRead func(ctx context.Context, c *ToolCall, r *ToolResult)
 
 	// TurnEnd sees each turn's result once it is stored, on every
 	// attempt of the store: a hook that must act once keys by the job.
@@ -149,6 +191,17 @@ func (r *Registry) Chunks() bool {
 	return false
 }
 
+// ModelReturn runs the handlers' ModelReturn in reverse order, up to
+// the first that fails; the caller then runs ModelError.
+func (r *Registry) ModelReturn(ctx context.Context, c *ModelCall, reply *ModelReply) error {
+	return returned(r.Handlers(), func(h Handler) error {
+		if h.ModelReturn == nil {
+			return nil
+		}
+		return h.ModelReturn(ctx, c, reply)
+	})
+}
+
 // ModelEnd runs the handlers' ModelEnd in reverse order.
 func (r *Registry) ModelEnd(ctx context.Context, c *ModelCall, reply *ModelReply) {
 	backwards(r.Handlers(), func(h Handler) {
@@ -173,6 +226,17 @@ func (r *Registry) ToolStart(ctx context.Context, c *ToolCall) (context.Context,
 		func(h Handler) errorFunc[*ToolCall] { return h.ToolError })
 }
 
+// ToolReturn runs the handlers' ToolReturn in reverse order, up to the
+// first that fails; the caller then runs ToolError.
+func (r *Registry) ToolReturn(ctx context.Context, c *ToolCall, res *ToolResult) error {
+	return returned(r.Handlers(), func(h Handler) error {
+		if h.ToolReturn == nil {
+			return nil
+		}
+		return h.ToolReturn(ctx, c, res)
+	})
+}
+
 // ToolEnd runs the handlers' ToolEnd in reverse order.
 func (r *Registry) ToolEnd(ctx context.Context, c *ToolCall, res *ToolResult) {
 	backwards(r.Handlers(), func(h Handler) {
@@ -189,6 +253,15 @@ func (r *Registry) ToolError(ctx context.Context, c *ToolCall, err error) {
 			h.ToolError(ctx, c, err)
 		}
 	})
+}
+
+// ToolRead runs the handlers' ToolRead in order.
+func (r *Registry) ToolRead(ctx context.Context, c *ToolCall, res *ToolResult) {
+	for _, h := range r.Handlers() {
+		if h.ToolRead != nil {
+			h.ToolRead(ctx, c, res)
+		}
+	}
 }
 
 // TurnEnd runs the handlers' TurnEnd in order.
@@ -228,6 +301,17 @@ func start[C any](ctx context.Context, hs []Handler, c C, startOf func(Handler) 
 	return ctx, nil
 }
 
+// returned calls f with each handler, last first, until one fails: its
+// error, named.
+func returned(hs []Handler, f func(Handler) error) error {
+	for i := len(hs) - 1; i >= 0; i-- {
+		if err := f(hs[i]); err != nil {
+			return named(hs[i].Name, err)
+		}
+	}
+	return nil
+}
+
 // backwards calls f with each handler, last first.
 func backwards(hs []Handler, f func(Handler)) {
 	for i := len(hs) - 1; i >= 0; i-- {
@@ -236,10 +320,12 @@ func backwards(hs []Handler, f func(Handler)) {
 }
 
 // named says which handler failed. A refusal, or any error with an
-// agent code, is the handler's word to the caller and stays as it is.
+// agent code, is the handler's word to the caller and stays as it is; so
+// is a Temporal application error, whose type and retry policy Temporal
+// reads only from the error the activity returns, unwrapped.
 func named(name string, err error) error {
 	var ae *agent.Error
-	if name == "" || errors.As(err, &ae) {
+	if _, app := err.(*temporal.ApplicationError); name == "" || app || errors.As(err, &ae) {
 		return err
 	}
 	return fmt.Errorf("hook %s: %w", name, err)

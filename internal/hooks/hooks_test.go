@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -84,4 +85,47 @@ func TestNilRegistry(t *testing.T) {
 	r.ModelEnd(ctx, &ModelCall{}, &ModelReply{})
 	r.ToolEnd(ctx, &ToolCall{}, &ToolResult{})
 	require.False(t, r.Chunks())
+}
+
+func TestRegistryReturn(t *testing.T) {
+	var got []string
+	ret := func(name string, fail error) Handler {
+		return Handler{
+			Name: name,
+			ModelReturn: func(_ context.Context, _ *ModelCall, r *ModelReply) error {
+				got = append(got, name+".return:"+r.Message.Content)
+				r.Message.Content += name
+				return fail
+			},
+			ToolReturn: func(_ context.Context, _ *ToolCall, r *ToolResult) error {
+				got = append(got, name+".toolreturn:"+r.Text)
+				r.Text += name
+				return fail
+			},
+			ToolRead: func(_ context.Context, _ *ToolCall, r *ToolResult) { r.Text += name },
+		}
+	}
+	r := New(ret("a", nil), Handler{Name: "empty"}, ret("b", nil))
+	reply := &ModelReply{}
+	require.NoError(t, r.ModelReturn(context.Background(), &ModelCall{}, reply))
+	require.Equal(t, "ba", reply.Message.Content, "returns run in reverse, each seeing what the later made of the reply")
+	res := &ToolResult{}
+	require.NoError(t, r.ToolReturn(context.Background(), &ToolCall{}, res))
+	require.Equal(t, "ba", res.Text)
+	res = &ToolResult{}
+	r.ToolRead(context.Background(), &ToolCall{}, res)
+	require.Equal(t, "ab", res.Text, "reads run in order")
+
+	got = nil
+	r = New(ret("a", nil), ret("check", errors.New("bad reply")))
+	err := r.ModelReturn(context.Background(), &ModelCall{}, &ModelReply{})
+	require.ErrorContains(t, err, "hook check: bad reply")
+	require.Equal(t, []string{"check.return:"}, got, "the returns after a failed one do not run")
+}
+
+func TestNamedKeepsApplicationErrors(t *testing.T) {
+	app := temporal.NewNonRetryableApplicationError("must wait", "MustWait", nil)
+	r := New(Handler{Name: "governor", ModelStart: func(ctx context.Context, _ *ModelCall) (context.Context, error) { return ctx, app }})
+	_, err := r.ModelStart(context.Background(), &ModelCall{})
+	require.Same(t, app, err, "Temporal reads an application error's type only unwrapped")
 }
