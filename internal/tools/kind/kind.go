@@ -83,7 +83,7 @@ type Kind struct {
 	// entry gives none: never, always or a CEL expression over args.
 	// Empty: never. A kind whose calls can change things elsewhere asks
 	// for approval of those calls, so that the safe policy is the default.
-	// See approval.go for the whole rule.
+	// See package tools' approval.go for the whole rule.
 	Approval string
 	// ApprovalFloor, when set, is a policy every tool of the kind is held
 	// to whatever its own says (the strictest of the two applies): for

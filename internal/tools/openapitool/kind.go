@@ -132,7 +132,7 @@ func (u *urlDocuments) ttl() time.Duration {
 // operations and methods) and the components they use, in the tool's
 // config, and tells the model the operations in the tool's description
 // and parameters. An entry with openapi_url instead lets each call name
-// its document (openapi_url.go). A call names an operation_id with its
+// its document (url.go). A call names an operation_id with its
 // params and body; both are checked against the document before anything
 // is sent (see internal/openapi), credentials from the entry's auth and
 // the call's auth_profile are added, and the answer is checked against
