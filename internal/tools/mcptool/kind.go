@@ -591,13 +591,3 @@ func mcpDescription(entry string, t *mcp.Tool) string {
 	}
 	return words.Clip(d, mcpMaxDescription)
 }
-
-// mcpDelivery is the delivery of a server's tool: idempotent when the
-// server says calling it again changes nothing more (readOnlyHint,
-// idempotentHint).
-func mcpDelivery(t *mcp.Tool) string {
-	if a := t.Annotations; a != nil && (a.ReadOnlyHint || a.IdempotentHint) {
-		return agent.DeliveryIdempotent
-	}
-	return ""
-}
