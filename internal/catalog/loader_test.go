@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/tools/pipelinetool"
 )
 
 func testKinds(t *testing.T) *tools.Registry {
@@ -687,7 +688,7 @@ func TestParseToolApprovalDefault(t *testing.T) {
 		name, kind, line, want string
 	}{
 		{"a kind without a policy", "calculator", "", agent.ApprovalNever},
-		{"the kind's policy", "execute_pipeline", "", tools.ExecutePipeline().Approval},
+		{"the kind's policy", "execute_pipeline", "", pipelinetool.ExecutePipeline().Approval},
 		{"the catalog's word wins", "execute_pipeline", "    approval: never\n", agent.ApprovalNever},
 		{"the catalog's expression", "execute_pipeline", "    approval: client.user_role != \"admin\"\n", `client.user_role != "admin"`},
 		{"an MCP server's tools ask", "mcp", "    config: {url: \"https://mcp.example.com/mcp\"}\n", agent.ApprovalAlways},

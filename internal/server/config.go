@@ -20,6 +20,8 @@ import (
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/tools/mcptool"
+	"github.com/agentflow/agentflow/internal/tools/openapitool"
 )
 
 // EnvVaultKey names the operator's vault key (Config.VaultKey).
@@ -108,8 +110,8 @@ type Config struct {
 	// calls by openapi_url; a larger one is refused, naming this setting.
 	// The document is narrowed to the operations granted as it is read,
 	// so memory grows with its number of components, not with its size.
-	// Env AGENTFLOW_OPENAPI_MAX_SPEC_BYTES, 1 to tools.MaxOpenAPISpecBytes
-	// (1 GiB); default 0: tools.DefaultOpenAPIMaxSpecBytes (64 MiB), which
+	// Env AGENTFLOW_OPENAPI_MAX_SPEC_BYTES, 1 to openapitool.MaxSpecBytes
+	// (1 GiB); default 0: openapitool.DefaultMaxSpecBytes (64 MiB), which
 	// admits GitHub's and Stripe's descriptions.
 	OpenAPIMaxSpecBytes int64
 	// MemoryEmbeddingModel embeds long-term memories ("provider:model"):
@@ -360,8 +362,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%d streams per tenant: want 1 to %d (AGENTFLOW_MAX_STREAMS_PER_TENANT)", c.MaxStreamsPerTenant, maxStreamsPerTenant)
 	case c.MaxUploadBytes < 0 || c.MaxUploadBytes > gateway.MaxUploadBytesLimit:
 		return fmt.Errorf("an upload limit of %d bytes: want 1 to %d (AGENTFLOW_MAX_UPLOAD_BYTES)", c.MaxUploadBytes, gateway.MaxUploadBytesLimit)
-	case c.OpenAPIMaxSpecBytes < 0 || c.OpenAPIMaxSpecBytes > tools.MaxOpenAPISpecBytes:
-		return fmt.Errorf("an API document limit of %d bytes: want 1 to %d (%s)", c.OpenAPIMaxSpecBytes, tools.MaxOpenAPISpecBytes, tools.EnvOpenAPIMaxSpecBytes)
+	case c.OpenAPIMaxSpecBytes < 0 || c.OpenAPIMaxSpecBytes > openapitool.MaxSpecBytes:
+		return fmt.Errorf("an API document limit of %d bytes: want 1 to %d (%s)", c.OpenAPIMaxSpecBytes, openapitool.MaxSpecBytes, openapitool.EnvMaxSpecBytes)
 	case c.MaxModelTimeout != 0 && (c.MaxModelTimeout < time.Second || c.MaxModelTimeout > time.Hour):
 		return fmt.Errorf("a model timeout limit of %s: want 1s to 1h (AGENTFLOW_MAX_MODEL_TIMEOUT)", c.MaxModelTimeout)
 	case c.MaxToolTimeout != 0 && (c.MaxToolTimeout < time.Second || c.MaxToolTimeout > time.Hour):
@@ -393,7 +395,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, cmd := range c.MCPCommands {
-		if err := tools.CheckMCPExecutable(cmd); err != nil {
+		if err := mcptool.CheckExecutable(cmd); err != nil {
 			return fmt.Errorf("AGENTFLOW_MCP_COMMANDS: %w", err)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/secrets"
-	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/tools/openapitool"
 )
 
 // ConfigFromEnv reads the configuration from the environment, with defaults.
@@ -188,10 +188,10 @@ func memoryModelFromEnv(c *Config) error {
 // openAPIFromEnv reads the largest API document an openapi_action entry
 // may name.
 func openAPIFromEnv(c *Config) error {
-	if v := os.Getenv(tools.EnvOpenAPIMaxSpecBytes); v != "" {
+	if v := os.Getenv(openapitool.EnvMaxSpecBytes); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > tools.MaxOpenAPISpecBytes {
-			return fmt.Errorf("%s=%q: want the largest API document in bytes, 1 to %d", tools.EnvOpenAPIMaxSpecBytes, v, tools.MaxOpenAPISpecBytes)
+		if err != nil || n < 1 || n > openapitool.MaxSpecBytes {
+			return fmt.Errorf("%s=%q: want the largest API document in bytes, 1 to %d", openapitool.EnvMaxSpecBytes, v, openapitool.MaxSpecBytes)
 		}
 		c.OpenAPIMaxSpecBytes = n
 	}

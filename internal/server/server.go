@@ -38,6 +38,7 @@ import (
 	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/tenant"
 	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/tools/mcptool"
 )
 
 // Server is one worker process's assembly.
@@ -50,7 +51,7 @@ type Server struct {
 	store      *store.Store
 	knowledge  *knowledge.Store // its vector index is reported in /healthz
 	tools      *tools.Registry
-	mcp        *tools.MCPSessions
+	mcp        *mcptool.Sessions
 	worker     worker.Worker
 	scripted   io.Closer
 	scriptURL  string // the scripted model's, when it serves one

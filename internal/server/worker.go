@@ -25,6 +25,7 @@ import (
 	"github.com/agentflow/agentflow/internal/program"
 	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/tools/mcptool"
 	"github.com/agentflow/agentflow/workflows"
 )
 
@@ -40,7 +41,7 @@ func (s *Server) newWorker() error {
 	// call time only, and only those the operator granted the call's
 	// tenant (AGENTFLOW_SECRETS). Stdio MCP servers get a few harmless
 	// variables of the environment, never the whole.
-	s.mcp = tools.NewMCPSessions(tools.MCPSessionOptions{Logger: s.logger})
+	s.mcp = mcptool.NewSessions(mcptool.SessionOptions{Logger: s.logger})
 	// Turns retrieve from the tenant's collections with the same model
 	// layer that embedded them.
 	billing := metered.CachedBilling(s.tenants)
@@ -86,7 +87,7 @@ func (s *Server) newTools(embedder metered.Embedder) error {
 	s.tools, err = tools.NewRegistry(tools.Deps{
 		Knowledge: kn,
 		Logger:    s.logger, Secrets: s.secrets(), SecretGrants: &s.cfg.SecretGrants,
-		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: tools.MCPEnvFrom(os.Environ()), MCPSessions: s.mcp,
+		MCPCommands: s.cfg.MCPCommands, Egress: s.egress, MCPEnv: mcptool.EnvFrom(os.Environ()), MCPSessions: s.mcp,
 		Processes: s.store, Composites: s.store, ToolSearch: s.store,
 		ModelProviders:      slices.Sorted(maps.Keys(s.cfg.Model.Providers)),
 		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),

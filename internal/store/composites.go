@@ -57,7 +57,7 @@ WHERE t.tenant_id = $1 AND v.kind = 'composite_pipeline'
 ORDER BY t.name`
 )
 
-// CompositeKind is the tool kind of composites (tools.CompositePipeline).
+// CompositeKind is the tool kind of composites (pipelinetool.CompositePipeline).
 const CompositeKind = "composite_pipeline"
 
 // RecordPipelineRun implements tools.Composites: it records a run of a

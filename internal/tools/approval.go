@@ -2,11 +2,9 @@ package tools
 
 import (
 	"encoding/json"
-	"maps"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/approval"
-	"github.com/agentflow/agentflow/internal/pipeline"
 )
 
 // The approval rule. A tool's calls wait for a person when its policy
@@ -65,41 +63,4 @@ func DerivedApproval(k Kind, entry, derived string) string {
 		return derived
 	}
 	return approval.Strictest(entry, derived)
-}
-
-// compositeApprovalArgs presents a composite's call to approval policies as
-// the execute_pipeline call it runs: the call's own arguments plus the
-// bound pipeline (session_id, pipeline, input_ref), so that the pipeline
-// tool's policy (args.pipeline…) applies to it unchanged.
-func compositeApprovalArgs(spec agent.Tool, args json.RawMessage) (json.RawMessage, error) {
-	c, err := decodeComposite(spec.Config)
-	if err != nil {
-		return nil, err
-	}
-	values, err := compositeValues(args)
-	if err != nil {
-		return nil, err
-	}
-	bound, err := pipeline.ShapeOf(c.pipeline).Bind(c.pipeline, values)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(bound)
-	if err != nil {
-		return nil, err
-	}
-	var view map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &view); err != nil {
-		return nil, err
-	}
-	var own map[string]json.RawMessage
-	if err := json.Unmarshal(args, &own); err != nil {
-		return nil, err
-	}
-	merged := maps.Clone(own)
-	if merged == nil {
-		merged = map[string]json.RawMessage{}
-	}
-	maps.Copy(merged, view) // the pipeline's fields win: they are what runs
-	return json.Marshal(merged)
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 )
 
 // Calculator limits. They keep a hostile or runaway expression from
@@ -74,7 +75,7 @@ func buildCalculator(spec agent.Tool, _ Deps) (Tool, error) {
 		Digits *int `json:"digits"`
 	}
 	if raw := bytes.TrimSpace(spec.Config); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		if err := decodeStrict(raw, &cfg); err != nil {
+		if err := kind.DecodeStrict(raw, &cfg); err != nil {
 			return nil, agent.Errorf(agent.CodeInvalid, "calculator config: %v (the only setting is \"digits\")", err)
 		}
 	}

@@ -3,15 +3,12 @@ package tools
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/jqproc"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 )
 
 // The delivery rule. Whether a retried call may send again a write an
@@ -22,7 +19,7 @@ import (
 //     (agent.DeliveryAtMostOnce), for every kind;
 //   - an entry's derived tools: the entry's delivery when it wrote one,
 //     else the derived tool's own (DerivedDelivery): an MCP tool annotated
-//     readOnlyHint or idempotentHint is idempotent (mcpDelivery);
+//     readOnlyHint or idempotentHint is idempotent (mcptool);
 //   - per request, at the egress transport: a method idempotent by
 //     definition (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) and an OpenAPI
 //     operation that declares an Idempotency-Key header (which the call
@@ -34,28 +31,15 @@ import (
 // every tools/call, over any transport.
 
 // CallKey is a call's idempotency key: the same on every attempt of the
-// call, and another for every other call. An OpenAPI write sends it as
-// its Idempotency-Key; a reconciled tool's read is given it ($key).
-func CallKey(tenantID, jobID, callID string) string {
-	sum := sha256.Sum256([]byte(tenantID + "\x00" + jobID + "\x00" + callID))
-	return hex.EncodeToString(sum[:16])
-}
+// call, and another for every other call (kind.CallKey, which the
+// openapi_action kind sends as its Idempotency-Key).
+func CallKey(tenantID, jobID, callID string) string { return kind.CallKey(tenantID, jobID, callID) }
 
 // DerivedDelivery is the delivery of a tool that an entry stands for
 // (Kind.Resolve's output): the entry's when the catalog wrote one, else
 // the derived tool's own.
 func DerivedDelivery(entry, derived string) string {
 	return cmp.Or(entry, derived)
-}
-
-// mcpDelivery is the delivery of a server's tool: idempotent when the
-// server says calling it again changes nothing more (readOnlyHint,
-// idempotentHint).
-func mcpDelivery(t *mcp.Tool) string {
-	if a := t.Annotations; a != nil && (a.ReadOnlyHint || a.IdempotentHint) {
-		return agent.DeliveryIdempotent
-	}
-	return ""
 }
 
 // Reconcile runs one of a reconciled tool's jq programs

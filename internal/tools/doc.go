@@ -56,29 +56,32 @@
 //
 // # Built-in kinds
 //
-// Builtin returns the twelve kinds every worker offers:
+// Builtin returns the twelve kinds every worker offers; the big ones are
+// packages of their own (pipelinetool, openapitool, mcptool), written
+// against package kind (Kind, Tool, Call, Output, Deps, which this
+// package names by alias) so that this one can offer them:
 //
 //   - calculator (Calculator, local): evaluates arithmetic exactly; see
 //     Calculator for the syntax and for how results are written.
-//   - execute_pipeline (ExecutePipeline): the model writes a short
+//   - execute_pipeline (pipelinetool.ExecutePipeline): the model writes a short
 //     pipeline of steps — http_request, table and JSON steps, jq_transform
 //     (internal/pipeline, internal/jqproc) — that fetches and reshapes
 //     data; the result is kept by reference and cached per tenant. A pipeline the tenant runs often enough is promoted into a
 //     composite (Deps.Composites).
-//   - composite_pipeline (CompositePipeline): a pipeline kept as a tool of
+//   - composite_pipeline (pipelinetool.CompositePipeline): a pipeline kept as a tool of
 //     its own, called with just the values that differ between runs;
 //     promoted by execute_pipeline or declared in the catalog.
 //   - search_tools (SearchTools, local): full-text search over the
 //     tenant's tools and composites (Deps.ToolSearch), so the model finds
 //     one before it builds a pipeline.
-//   - openapi_action (OpenAPIAction): calls the operations of an HTTP API
+//   - openapi_action (openapitool.OpenAPIAction): calls the operations of an HTTP API
 //     described by an OpenAPI 3 document (internal/openapi); its entries
 //     are resolved when the catalog is applied, which pins the document in
 //     the tool's config.
 //   - patch_workflow (PatchWorkflow): changes one of the tenant's process
 //     definitions with RFC 6902 operations, stored as a new version with
 //     an audit record (Deps.Processes, internal/process).
-//   - mcp (MCP): the tools of an MCP server, over Streamable HTTP or a
+//   - mcp (mcptool.MCP): the tools of an MCP server, over Streamable HTTP or a
 //     stdio command the worker allows (Deps.MCPCommands); resolved into one
 //     tool per server tool when the catalog is applied.
 //   - delegate_to_agent (DelegateToAgent): hands a sub-task to another
@@ -142,7 +145,11 @@
 //
 // Write a func returning its Kind (name, description, parameters, config
 // schema, Build; Local, Approval and Resolve when they apply), with tests
-// beside it, and add it to Builtin. The catalog checks each entry's config
+// beside it, and add it to Builtin. A big kind gets a package of its own
+// under internal/tools, as pipelinetool, openapitool and mcptool are: it
+// imports package kind (never this one, which imports it) and keeps to
+// the rules here — approval, delivery, secrets by reference, egress —
+// which stay in this package and internal/egress, not copied into it. The catalog checks each entry's config
 // against Kind.Config, and catalog/schema.json publishes those schemas to
 // editors; it is generated from Builtin, not written by hand:
 //

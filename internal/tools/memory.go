@@ -9,12 +9,6 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
-// Memories keeps long-term memories (internal/knowledge.Memories).
-type Memories interface {
-	Remember(ctx context.Context, scope agent.MemoryScope, m agent.MemoryRecord) (agent.MemoryRecord, bool, error)
-	Recall(ctx context.Context, scope agent.MemoryScope, text string, topK int) ([]agent.MemoryRecord, agent.Usage, error)
-}
-
 const rememberParameters = `{"type":"object","additionalProperties":false,"required":["text"],"properties":{` +
 	`"text":{"type":"string","description":"The fact to remember about the user, as one self-contained sentence"},` +
 	`"tags":{"type":"array","items":{"type":"string"},"maxItems":8,"description":"Optional short tags (letters, digits, '-', '_')"}}}`

@@ -21,6 +21,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools/mcptest"
+	"github.com/agentflow/agentflow/internal/tools/mcptool"
 )
 
 // The credentials of the outbound tests: env:OUT_KEY goes in a header,
@@ -253,7 +254,7 @@ func TestOutboundOpenAPIAction(t *testing.T) {
 func TestOutboundMCP(t *testing.T) {
 	o := startOutbound(t)
 	deps := outboundDeps()
-	deps.MCPSessions = NewMCPSessions(MCPSessionOptions{})
+	deps.MCPSessions = mcptool.NewSessions(mcptool.SessionOptions{})
 	t.Cleanup(deps.MCPSessions.Close)
 	r, err := NewRegistry(deps, Builtin()...)
 	require.NoError(t, err)
@@ -305,7 +306,7 @@ func TestOutboundMCPStdio(t *testing.T) {
 	require.NoError(t, os.Symlink("/proc/self/environ", filepath.Join(root, "environ")))
 	deps := outboundDeps()
 	deps.MCPCommands = []string{exe}
-	deps.MCPSessions = NewMCPSessions(MCPSessionOptions{})
+	deps.MCPSessions = mcptool.NewSessions(mcptool.SessionOptions{})
 	t.Cleanup(deps.MCPSessions.Close)
 	r, err := NewRegistry(deps, Builtin()...)
 	require.NoError(t, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/secrets"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 	"github.com/agentflow/agentflow/internal/words"
 )
 
@@ -60,9 +61,9 @@ func NewRegistry(deps Deps, kinds ...Kind) (*Registry, error) {
 			return nil, fmt.Errorf("tool kind %d: name is required", i)
 		case k.Build == nil:
 			return nil, fmt.Errorf("tool kind %q: Build is required", k.Name)
-		case len(k.Parameters) > 0 && !isJSONObject(k.Parameters):
+		case len(k.Parameters) > 0 && !kind.IsJSONObject(k.Parameters):
 			return nil, fmt.Errorf("tool kind %q: parameters must be a JSON object schema", k.Name)
-		case len(k.Config) > 0 && !isJSONObject(k.Config):
+		case len(k.Config) > 0 && !kind.IsJSONObject(k.Config):
 			return nil, fmt.Errorf("tool kind %q: config must be a JSON object schema", k.Name)
 		}
 		if _, dup := r.kinds[k.Name]; dup {
@@ -180,7 +181,7 @@ func (c *cleaner) output(out Output) (Output, error) {
 	}
 	out.Text = red.String(out.Text)
 	var err error
-	if out.Data, err = cleanJSON(red, out.Data); err != nil {
+	if out.Data, err = kind.CleanJSON(red, out.Data); err != nil {
 		return Output{}, err
 	}
 	if out.Preview != nil {
@@ -191,7 +192,7 @@ func (c *cleaner) output(out Output) (Output, error) {
 		}
 		p.Sample = slices.Clone(p.Sample)
 		for i := range p.Sample {
-			if p.Sample[i], err = cleanJSON(red, p.Sample[i]); err != nil {
+			if p.Sample[i], err = kind.CleanJSON(red, p.Sample[i]); err != nil {
 				return Output{}, err
 			}
 		}
@@ -212,24 +213,13 @@ func (c *cleaner) output(out Output) (Output, error) {
 	return out, nil
 }
 
-func cleanJSON(red *egress.Redactor, data json.RawMessage) (json.RawMessage, error) {
-	if len(data) == 0 {
-		return data, nil
-	}
-	clean := red.Bytes(data)
-	if !bytes.Equal(clean, data) && json.Valid(data) && !json.Valid(clean) {
-		return nil, agent.Errorf(agent.CodeInvalid, "the tool's data holds a secret's value outside a JSON string, where it cannot be replaced: the data is not passed on")
-	}
-	return clean, nil
-}
-
 func (r *Registry) execute(ctx context.Context, spec agent.Tool, call Call) (Output, error) {
 	raw := json.RawMessage(bytes.TrimSpace(call.Args))
 	if len(raw) == 0 {
 		// Models call argument-less tools with "" as often as with "{}".
 		raw = json.RawMessage("{}")
 	}
-	if !isJSONObject(raw) {
+	if !kind.IsJSONObject(raw) {
 		return Output{}, agent.Errorf(agent.CodeInvalid, "arguments must be a JSON object, not %s", words.Clip(string(raw), 80))
 	}
 	tool, err := r.tool(ctx, spec)
@@ -308,10 +298,4 @@ func specKey(spec agent.Tool) [sha256.Size]byte {
 	var key [sha256.Size]byte
 	h.Sum(key[:0])
 	return key
-}
-
-// isJSONObject reports whether raw is one valid JSON object.
-func isJSONObject(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }

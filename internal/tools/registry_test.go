@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/secrets"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 )
 
 // toolFunc adapts a function to Tool.
@@ -74,7 +75,7 @@ func TestRegistryKinds(t *testing.T) {
 
 	k, ok := r.Kind("calculator")
 	require.True(t, ok)
-	require.True(t, isJSONObject(k.Parameters))
+	require.True(t, kind.IsJSONObject(k.Parameters))
 	require.NotEmpty(t, k.Description)
 	_, ok = r.Kind("nope")
 	require.False(t, ok)

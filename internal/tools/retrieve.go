@@ -11,17 +11,6 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 )
 
-// Knowledge searches a tenant's collections (knowledge.Searcher: the
-// store with the model layer's embedder).
-type Knowledge interface {
-	// Collection returns the tenant's collection; agent.CodeNotFound for
-	// another tenant's, as for a missing one.
-	Collection(ctx context.Context, tenant, name string) (agent.Collection, error)
-	// Retrieve searches the retrieval's collections of the tenant for
-	// query: the best chunks within its top_k and token budget.
-	Retrieve(ctx context.Context, tenant, query string, r agent.Retrieval) ([]agent.Hit, agent.Usage, error)
-}
-
 // maxRetrieveQuery bounds a retrieve call's query.
 const maxRetrieveQuery = 2000
 

@@ -1,6 +1,6 @@
 //go:build race
 
-package tools
+package openapitool_test
 
 // openapiRaceShadow is how many bytes of ThreadSanitizer shadow a
 // race-enabled process touches per byte of heap: a memory bound holds

@@ -1,4 +1,4 @@
-package tools
+package openapitool
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/openapi"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 )
 
 // openapi_action's limits and defaults.
@@ -23,15 +24,15 @@ const (
 	maxOpenAPIResponseBytes     = 10 << 20 // the egress client's cap
 	defaultOpenAPITimeout       = 30 * time.Second
 	maxOpenAPITimeoutSec        = 30 // the egress client's cap
-	// DefaultOpenAPIMaxSpecBytes bounds a document read from spec_url or
+	// DefaultMaxSpecBytes bounds a document read from spec_url or
 	// openapi_url unless the operator says otherwise
-	// (Deps.OpenAPIMaxSpecBytes): GitHub's REST description is 13 MB,
-	// Stripe's 7 MB as JSON and more as YAML.
-	DefaultOpenAPIMaxSpecBytes = 64 << 20
-	// EnvOpenAPIMaxSpecBytes is the operator's setting of that bound,
-	// which is at most MaxOpenAPISpecBytes.
-	EnvOpenAPIMaxSpecBytes = "AGENTFLOW_OPENAPI_MAX_SPEC_BYTES"
-	MaxOpenAPISpecBytes    = 1 << 30
+	// (kind.Deps.OpenAPIMaxSpecBytes): GitHub's REST description is
+	// 13 MB, Stripe's 7 MB as JSON and more as YAML.
+	DefaultMaxSpecBytes = 64 << 20
+	// EnvMaxSpecBytes is the operator's setting of that bound, which is
+	// at most MaxSpecBytes.
+	EnvMaxSpecBytes = "AGENTFLOW_OPENAPI_MAX_SPEC_BYTES"
+	MaxSpecBytes    = 1 << 30
 	// maxPinnedSpec bounds the document pinned in the tool's config, once
 	// narrowed to the granted operations, as it is stored: the config
 	// travels with the agent's version, into each turn's LoadAgent
@@ -131,7 +132,7 @@ func (u *urlDocuments) ttl() time.Duration {
 // operations and methods) and the components they use, in the tool's
 // config, and tells the model the operations in the tool's description
 // and parameters. An entry with openapi_url instead lets each call name
-// its document (openapi_url.go). A call names an operation_id with its
+// its document (url.go). A call names an operation_id with its
 // params and body; both are checked against the document before anything
 // is sent (see internal/openapi), credentials from the entry's auth and
 // the call's auth_profile are added, and the answer is checked against
@@ -140,14 +141,20 @@ func (u *urlDocuments) ttl() time.Duration {
 // says otherwise, calls of operations other than GET and HEAD wait for a
 // person's approval (with openapi_url, every call, unless methods allows
 // only GET and HEAD).
-func OpenAPIAction() Kind {
-	return Kind{
+//
+// The documents calls name by URL are kept in a cache of the kind's own:
+// one per OpenAPIAction, which the tools built from it share.
+func OpenAPIAction() kind.Kind {
+	docs := newDocuments()
+	return kind.Kind{
 		Name:        "openapi_action",
 		Description: openapiDescription,
 		Parameters:  json.RawMessage(openapiParameters),
 		Config:      json.RawMessage(openapiConfigSchema),
-		Build:       buildOpenAPI,
-		Approval:    openapiApproval,
+		Build: func(spec agent.Tool, deps kind.Deps) (kind.Tool, error) {
+			return build(spec, deps, docs)
+		},
+		Approval: openapiApproval,
 		// Resolve turns the default into the document's own rule: calls of
 		// operations other than GET and HEAD.
 		RefinesApproval: true,
@@ -159,7 +166,7 @@ func OpenAPIAction() Kind {
 func decodeOpenAPIConfig(raw json.RawMessage) (openapiConfig, error) {
 	var cfg openapiConfig
 	if len(raw) > 0 {
-		if err := decodeConfig(raw, &cfg, "openapi_action"); err != nil {
+		if err := kind.DecodeConfig(raw, &cfg, "openapi_action"); err != nil {
 			return cfg, err
 		}
 	}
@@ -262,12 +269,14 @@ func checkHTTPURL(raw string) error {
 	return nil
 }
 
-func buildOpenAPI(spec agent.Tool, deps Deps) (Tool, error) {
+// build makes an entry's tool, which keeps the documents its calls name
+// by URL in docs.
+func build(spec agent.Tool, deps kind.Deps, docs *documents) (kind.Tool, error) {
 	cfg, err := decodeOpenAPIConfig(spec.Config)
 	if err != nil {
 		return nil, err
 	}
-	t := &openapiTool{cfg: cfg, deps: deps, timeout: defaultOpenAPITimeout, maxBytes: defaultOpenAPIResponseBytes}
+	t := &openapiTool{cfg: cfg, deps: deps, docs: docs, timeout: defaultOpenAPITimeout, maxBytes: defaultOpenAPIResponseBytes}
 	if cfg.TimeoutSec > 0 {
 		t.timeout = time.Duration(cfg.TimeoutSec) * time.Second
 	}
@@ -302,7 +311,7 @@ func buildOpenAPI(spec agent.Tool, deps Deps) (Tool, error) {
 // tool with the document, narrowed to those operations and what they
 // use, pinned in its config and the operations in its description and
 // parameters. An entry whose calls name their document is only described.
-func resolveOpenAPI(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.Tool, error) {
+func resolveOpenAPI(ctx context.Context, spec agent.Tool, env kind.ResolveEnv) ([]agent.Tool, error) {
 	cfg, err := decodeOpenAPIConfig(spec.Config)
 	if err != nil {
 		return nil, err
@@ -315,7 +324,7 @@ func resolveOpenAPI(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]age
 	var from *url.URL
 	if cfg.SpecURL != "" {
 		what = "spec_url " + shownURL(cfg.SpecURL)
-		if src, err = fetchDocument(ctx, env.HTTP, cfg.SpecURL, env.Deps.openAPIMaxSpecBytes(), what); err != nil {
+		if src, err = fetchDocument(ctx, env.HTTP, cfg.SpecURL, maxSpecBytes(env.Deps), what); err != nil {
 			if agent.IsCode(err, agent.CodeUnavailable) && env.AllowUnreachable {
 				return nil, nil
 			}
@@ -386,4 +395,18 @@ func operationsPolicy(doc *openapi.Document) string {
 		return agent.ApprovalNever
 	}
 	return "has(args.operation_id) && args.operation_id in [" + strings.Join(ids, ", ") + "]"
+}
+
+// maxSpecBytes is the bound of a document read from spec_url or
+// openapi_url: the operator's, else DefaultMaxSpecBytes.
+func maxSpecBytes(d kind.Deps) int64 {
+	return agent.OrDefault(d.OpenAPIMaxSpecBytes, DefaultMaxSpecBytes)
+}
+
+// count is "1 step", "2 steps".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -1,4 +1,4 @@
-package tools
+package mcptool
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/secrets"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 	"github.com/agentflow/agentflow/internal/words"
 )
 
@@ -110,8 +111,8 @@ const mcpConfigSchema = `{"type":"object","additionalProperties":false,` +
 //
 // MCP tools can do anything the server does, so they ask for approval
 // unless the catalog says otherwise (`approval: never`, or a policy).
-func MCP() Kind {
-	return Kind{
+func MCP() kind.Kind {
+	return kind.Kind{
 		Name:        "mcp",
 		Description: "A tool of an MCP server.",
 		Parameters:  json.RawMessage(`{"type": "object"}`),
@@ -122,7 +123,7 @@ func MCP() Kind {
 	}
 }
 
-func buildMCP(spec agent.Tool, deps Deps) (Tool, error) {
+func buildMCP(spec agent.Tool, deps kind.Deps) (kind.Tool, error) {
 	if spec.Execution == agent.ToolLocal {
 		return nil, agent.Errorf(agent.CodeInvalid, "mcp: execution must be activity: calls reach a server and may take long")
 	}
@@ -139,12 +140,12 @@ func buildMCP(spec agent.Tool, deps Deps) (Tool, error) {
 // decodeMCPConfig reads and checks a config, with no I/O: one of url and
 // command, a command the worker allows, well-formed names and secret
 // references.
-func decodeMCPConfig(raw json.RawMessage, deps Deps, call time.Duration) (mcpConfig, error) {
+func decodeMCPConfig(raw json.RawMessage, deps kind.Deps, call time.Duration) (mcpConfig, error) {
 	var cfg mcpConfig
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return cfg, agent.Errorf(agent.CodeInvalid, "mcp config: give the server's url or command")
 	}
-	if err := decodeConfig(raw, &cfg, "mcp"); err != nil {
+	if err := kind.DecodeConfig(raw, &cfg, "mcp"); err != nil {
 		return cfg, err
 	}
 	bad := func(format string, args ...any) (mcpConfig, error) {
@@ -233,7 +234,7 @@ func checkMCPURL(raw string) error {
 // the executable exactly as an allowlist entry gives it.
 func checkMCPCommand(cmd []string, allowed []string) error {
 	exe := cmd[0]
-	if err := CheckMCPExecutable(exe); err != nil {
+	if err := CheckExecutable(exe); err != nil {
 		return err
 	}
 	if len(cmd)-1 > mcpMaxArgs {
@@ -253,10 +254,10 @@ func checkMCPCommand(cmd []string, allowed []string) error {
 	return nil
 }
 
-// CheckMCPExecutable checks an executable as a stdio MCP server's command
+// CheckExecutable checks an executable as a stdio MCP server's command
 // or an AGENTFLOW_MCP_COMMANDS entry names it: a name looked up in PATH
 // (no slash) or a clean absolute path.
-func CheckMCPExecutable(exe string) error {
+func CheckExecutable(exe string) error {
 	switch {
 	case exe == "" || strings.TrimSpace(exe) != exe || strings.ContainsAny(exe, "\x00\n\r\t"):
 		return fmt.Errorf("%q is not an executable's name or absolute path", exe)
@@ -340,34 +341,34 @@ func (c mcpConfig) describe() string {
 type mcpTool struct {
 	cfg   mcpConfig
 	entry string
-	deps  Deps
+	deps  kind.Deps
 }
 
-func (t *mcpTool) Run(ctx context.Context, call Call) (Output, error) {
+func (t *mcpTool) Run(ctx context.Context, call kind.Call) (kind.Output, error) {
 	if t.cfg.Tool == "" {
-		return Output{}, agent.Errorf(agent.CodeInvalid, "%q stands for the tools of an MCP server and is not a tool itself; apply the catalog again to resolve it", t.entry)
+		return kind.Output{}, agent.Errorf(agent.CodeInvalid, "%q stands for the tools of an MCP server and is not a tool itself; apply the catalog again to resolve it", t.entry)
 	}
 	// The entry's secrets are resolved for every call, though a kept
 	// session may have sent them (or started its server with them) in an
 	// earlier one: so the registry knows them and cleans this call's
 	// output of them, and a secret no longer set fails the call.
 	if err := t.cfg.resolveSecrets(ctx, t.deps.Secrets); err != nil {
-		return Output{}, err
+		return kind.Output{}, err
 	}
 	srv := mcpServer{cfg: t.cfg, tenant: call.TenantID, http: call.HTTP, deps: t.deps}
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.timeout())
 	defer cancel()
 	call.Progress("calling " + t.cfg.Tool + " on " + t.cfg.describe())
 	var args any = json.RawMessage(call.Args)
-	res, err := t.deps.MCPSessions.call(cctx, srv, &mcp.CallToolParams{Name: t.cfg.Tool, Arguments: args}, call.Progress)
+	res, err := sessions(t.deps).call(cctx, srv, &mcp.CallToolParams{Name: t.cfg.Tool, Arguments: args}, call.Progress)
 	if err != nil {
-		return Output{}, srv.callError(ctx, cctx, "call "+t.cfg.Tool, err, false)
+		return kind.Output{}, srv.callError(ctx, cctx, "call "+t.cfg.Tool, err, false)
 	}
 	return mcpOutput(res)
 }
 
 // resolveSecrets resolves every secret the config names.
-func (c mcpConfig) resolveSecrets(ctx context.Context, r Secrets) error {
+func (c mcpConfig) resolveSecrets(ctx context.Context, r kind.Secrets) error {
 	for _, h := range c.Headers {
 		if _, err := r.Resolve(ctx, h.Secret); err != nil {
 			return fmt.Errorf("header %s: %w", h.Name, err)
@@ -398,17 +399,17 @@ func (c mcpConfig) credentials() []egress.Credential {
 // mcpOutput is what the model reads of a result: its text content, and
 // its structured content as data. A result marked isError is the model's
 // to read.
-func mcpOutput(res *mcp.CallToolResult) (Output, error) {
+func mcpOutput(res *mcp.CallToolResult) (kind.Output, error) {
 	text := mcpText(res.Content)
 	if res.IsError {
 		text = cmp.Or(text, "the tool failed and said no more")
-		return Output{}, agent.Errorf(agent.CodeInvalid, "%s", text)
+		return kind.Output{}, agent.Errorf(agent.CodeInvalid, "%s", text)
 	}
-	out := Output{Text: text, Files: mcpFiles(res.Content)}
+	out := kind.Output{Text: text, Files: mcpFiles(res.Content)}
 	if res.StructuredContent != nil {
 		data, err := json.Marshal(res.StructuredContent)
 		if err != nil {
-			return Output{}, fmt.Errorf("encode the structured content: %w", err)
+			return kind.Output{}, fmt.Errorf("encode the structured content: %w", err)
 		}
 		out.Data = data
 	}
@@ -420,15 +421,15 @@ func mcpOutput(res *mcp.CallToolResult) (Output, error) {
 
 // mcpFiles are a result's images, and the blobs of its embedded
 // resources, as files of the call.
-func mcpFiles(content []mcp.Content) []File {
-	var files []File
+func mcpFiles(content []mcp.Content) []kind.File {
+	var files []kind.File
 	for _, c := range content {
 		switch c := c.(type) {
 		case *mcp.ImageContent:
-			files = append(files, File{MIMEType: c.MIMEType, Data: c.Data})
+			files = append(files, kind.File{MIMEType: c.MIMEType, Data: c.Data})
 		case *mcp.EmbeddedResource:
 			if r := c.Resource; r != nil && len(r.Blob) > 0 {
-				files = append(files, File{Name: path.Base(r.URI), MIMEType: r.MIMEType, Data: r.Blob})
+				files = append(files, kind.File{Name: path.Base(r.URI), MIMEType: r.MIMEType, Data: r.Blob})
 			}
 		}
 	}
@@ -463,7 +464,7 @@ func mcpText(content []mcp.Content) string {
 
 // resolveMCP lists the server's tools and returns one spec per granted
 // tool.
-func resolveMCP(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.Tool, error) {
+func resolveMCP(ctx context.Context, spec agent.Tool, env kind.ResolveEnv) ([]agent.Tool, error) {
 	deps := env.Deps.WithDefaults()
 	cfg, err := decodeMCPConfig(spec.Config, deps, spec.CallTimeout(0))
 	if err != nil {
@@ -530,7 +531,7 @@ func resolveMCP(ctx context.Context, spec agent.Tool, env ResolveEnv) ([]agent.T
 		if err != nil {
 			return nil, fmt.Errorf("encode the config of %q: %w", ours, err)
 		}
-		if params, err = cleanJSON(red, params); err != nil {
+		if params, err = kind.CleanJSON(red, params); err != nil {
 			return nil, agent.Errorf(agent.CodeInvalid, "%s: tool %q: its input schema: %v", cfg.describe(), t.Name, err)
 		}
 		out = append(out, agent.Tool{Name: ours, Description: red.String(mcpDescription(spec.Name, t)), Parameters: params, Config: raw, Delivery: mcpDelivery(t)})
@@ -577,7 +578,7 @@ func mcpParameters(t *mcp.Tool) (json.RawMessage, error) {
 	switch {
 	case len(raw) > mcpMaxSchemaBytes:
 		return nil, fmt.Errorf("input schema is %d bytes; the limit is %d", len(raw), mcpMaxSchemaBytes)
-	case !isJSONObject(raw):
+	case !kind.IsJSONObject(raw):
 		return nil, errors.New("input schema is not a JSON object")
 	}
 	return raw, nil

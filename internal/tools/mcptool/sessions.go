@@ -1,4 +1,4 @@
-package tools
+package mcptool
 
 import (
 	"context"
@@ -22,16 +22,17 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/effects"
 	"github.com/agentflow/agentflow/internal/egress"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 )
 
-// MCPSessions keeps sessions with MCP servers open between calls, one per
+// Sessions keeps sessions with MCP servers open between calls, one per
 // tenant and server (its config and, over HTTP, the tenant's egress
 // client), so that a call costs one round trip instead of a handshake, a
 // call and a goodbye, and a stdio server is started once rather than per
 // call. A session unused for the idle timeout is closed; one that breaks
 // is dropped, and the next call connects anew. It is safe for concurrent
 // use; Close ends every session (and every stdio server) it holds.
-type MCPSessions struct {
+type Sessions struct {
 	idle   time.Duration
 	max    int
 	logger *zap.Logger
@@ -42,8 +43,8 @@ type MCPSessions struct {
 	watchers sync.WaitGroup
 }
 
-// MCPSessionOptions configure MCPSessions.
-type MCPSessionOptions struct {
+// SessionOptions configure Sessions.
+type SessionOptions struct {
 	// IdleTimeout closes a session unused this long. Default 1 minute.
 	IdleTimeout time.Duration
 	// MaxSessions bounds the sessions kept open; past it the least
@@ -54,25 +55,33 @@ type MCPSessionOptions struct {
 	Logger *zap.Logger
 }
 
-// NewMCPSessions returns an empty set of sessions.
-func NewMCPSessions(opts MCPSessionOptions) *MCPSessions {
+// NewSessions returns an empty set of sessions: give it to the registry
+// as kind.Deps.MCPSessions, and Close it when the worker stops.
+func NewSessions(opts SessionOptions) *Sessions {
 	opts.IdleTimeout = agent.OrDefault(opts.IdleTimeout, time.Minute)
 	opts.MaxSessions = agent.OrDefault(opts.MaxSessions, 64)
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	return &MCPSessions{idle: opts.IdleTimeout, max: opts.MaxSessions, logger: opts.Logger, sessions: map[string]*mcpSession{}}
+	return &Sessions{idle: opts.IdleTimeout, max: opts.MaxSessions, logger: opts.Logger, sessions: map[string]*mcpSession{}}
+}
+
+// sessions is the pool d carries: nil (each call connects anew) when it
+// carries none or one of another type.
+func sessions(d kind.Deps) *Sessions {
+	p, _ := d.MCPSessions.(*Sessions)
+	return p
 }
 
 // Len is the number of sessions open.
-func (p *MCPSessions) Len() int {
+func (p *Sessions) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.sessions)
 }
 
 // Close ends every session; later calls connect for themselves.
-func (p *MCPSessions) Close() {
+func (p *Sessions) Close() {
 	if p == nil {
 		return
 	}
@@ -108,7 +117,7 @@ type mcpSession struct {
 	seq    atomic.Uint64
 	once   sync.Once
 
-	// Guarded by MCPSessions.mu.
+	// Guarded by Sessions.mu.
 	inUse int
 	gone  bool // out of the pool: closed once unused
 	last  time.Time
@@ -176,7 +185,7 @@ func (s *mcpSession) callTool(ctx context.Context, params *mcp.CallToolParams, p
 // intent is recorded before the tools/call is first sent, and a call an
 // earlier attempt may have sent is not sent again. The session's own
 // requests are not the write.
-func (p *MCPSessions) call(ctx context.Context, srv mcpServer, params *mcp.CallToolParams, progress func(string)) (*mcp.CallToolResult, error) {
+func (p *Sessions) call(ctx context.Context, srv mcpServer, params *mcp.CallToolParams, progress func(string)) (*mcp.CallToolResult, error) {
 	gate := effects.From(ctx)
 	ctx = effects.Without(ctx)
 	for attempt := 0; ; attempt++ {
@@ -213,7 +222,7 @@ func (p *MCPSessions) call(ctx context.Context, srv mcpServer, params *mcp.CallT
 	}
 }
 
-func (p *MCPSessions) log() *zap.Logger {
+func (p *Sessions) log() *zap.Logger {
 	if p == nil {
 		return zap.NewNop()
 	}
@@ -256,7 +265,7 @@ func notTaken(err error) bool {
 
 // acquire returns a connected session for srv, and whether it had served
 // calls before. Release it after the call.
-func (p *MCPSessions) acquire(ctx context.Context, srv mcpServer) (s *mcpSession, reused bool, err error) {
+func (p *Sessions) acquire(ctx context.Context, srv mcpServer) (s *mcpSession, reused bool, err error) {
 	if p == nil {
 		return p.own(ctx, srv)
 	}
@@ -315,7 +324,7 @@ func (p *MCPSessions) acquire(ctx context.Context, srv mcpServer) (s *mcpSession
 }
 
 // own connects a session for one call, outside the pool.
-func (p *MCPSessions) own(ctx context.Context, srv mcpServer) (*mcpSession, bool, error) {
+func (p *Sessions) own(ctx context.Context, srv mcpServer) (*mcpSession, bool, error) {
 	s := newMCPSession("")
 	s.gone, s.inUse = true, 1
 	s.cs, s.err = srv.connect(ctx, s.progress)
@@ -329,7 +338,7 @@ func (p *MCPSessions) own(ctx context.Context, srv mcpServer) (*mcpSession, bool
 // release ends a call's use of s; broken drops s from the pool. A session
 // out of the pool is closed by its last user; an idle one in it, after the
 // idle timeout.
-func (p *MCPSessions) release(s *mcpSession, broken bool) {
+func (p *Sessions) release(s *mcpSession, broken bool) {
 	if p == nil || s.key == "" {
 		s.close()
 		return
@@ -351,7 +360,7 @@ func (p *MCPSessions) release(s *mcpSession, broken bool) {
 }
 
 // expire closes s when it is still idle.
-func (p *MCPSessions) expire(s *mcpSession) {
+func (p *Sessions) expire(s *mcpSession) {
 	p.mu.Lock()
 	if s.gone || s.inUse > 0 || time.Since(s.last) < p.idle {
 		p.mu.Unlock()
@@ -362,7 +371,7 @@ func (p *MCPSessions) expire(s *mcpSession) {
 	s.close()
 }
 
-func (p *MCPSessions) dropLocked(s *mcpSession) {
+func (p *Sessions) dropLocked(s *mcpSession) {
 	s.gone = true
 	if p.sessions[s.key] == s {
 		delete(p.sessions, s.key)
@@ -371,7 +380,7 @@ func (p *MCPSessions) dropLocked(s *mcpSession) {
 
 // evictLocked closes the least recently used idle session, to make room;
 // false when every session is busy.
-func (p *MCPSessions) evictLocked() bool {
+func (p *Sessions) evictLocked() bool {
 	var lru *mcpSession
 	for _, s := range p.sessions {
 		if s.inUse == 0 && !s.gone && (lru == nil || s.last.Before(lru.last)) {
@@ -391,10 +400,10 @@ type mcpServer struct {
 	cfg    mcpConfig
 	tenant string
 	http   *http.Client // the tenant's egress client
-	deps   Deps
+	deps   kind.Deps
 }
 
-// key identifies the server for MCPSessions: the tenant, what the config
+// key identifies the server for Sessions: the tenant, what the config
 // says of the server, and over HTTP the egress client (a new egress
 // policy gets new sessions).
 func (s mcpServer) key() string {
@@ -468,7 +477,7 @@ func (s mcpServer) transport(ctx context.Context) (mcp.Transport, error) {
 func (s mcpServer) httpClient() (*http.Client, error) {
 	base := s.http
 	if base == nil {
-		base = Call{}.WithDefaults().HTTP
+		base = kind.Call{}.WithDefaults().HTTP
 	}
 	next := base.Transport
 	if next == nil {
@@ -571,9 +580,9 @@ func (s mcpServer) callError(ctx, cctx context.Context, what string, err error, 
 // server gets: what programs need to run, nothing secret.
 var mcpEnvNames = []string{"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ"}
 
-// MCPEnvFrom picks from an environment (os.Environ()) the variables a
+// EnvFrom picks from an environment (os.Environ()) the variables a
 // stdio MCP server gets: PATH, HOME, LANG, LC_ALL, TMPDIR, TZ.
-func MCPEnvFrom(environ []string) []string {
+func EnvFrom(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")

@@ -1,4 +1,4 @@
-package tools
+package mcptool_test
 
 import (
 	"context"
@@ -22,6 +22,10 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools/mcptest"
+
+	"github.com/agentflow/agentflow/internal/tools"
+	. "github.com/agentflow/agentflow/internal/tools/kind"
+	. "github.com/agentflow/agentflow/internal/tools/mcptool"
 )
 
 // egressTo is a tenant's egress client that allows the given host:ports.
@@ -63,13 +67,13 @@ func byName(t testing.TB, specs []agent.Tool, name string) agent.Tool {
 // mcpRunner runs resolved specs as the ExecuteTool activity does, through
 // a registry, with the tenant's egress client.
 type mcpRunner struct {
-	reg  *Registry
+	reg  *tools.Registry
 	http *http.Client
 }
 
 func newMCPRunner(t testing.TB, deps Deps, client *http.Client) *mcpRunner {
 	t.Helper()
-	reg, err := NewRegistry(deps, Builtin()...)
+	reg, err := tools.NewRegistry(deps, tools.Builtin()...)
 	require.NoError(t, err)
 	return &mcpRunner{reg: reg, http: client}
 }
@@ -165,9 +169,9 @@ func TestMCPResolveHTTP(t *testing.T) {
 	require.NoError(t, json.Unmarshal(search.Parameters, &schema))
 	require.Equal(t, "object", schema.Type)
 	require.Contains(t, schema.Properties, "query")
-	var cfg mcpConfig
+	var cfg MCPConfig
 	require.NoError(t, json.Unmarshal(search.Config, &cfg))
-	require.Equal(t, mcpConfig{URL: srv.URL, Tool: "search", TimeoutSec: 60}, cfg, "what a call needs, pinned")
+	require.Equal(t, MCPConfig{URL: srv.URL, Tool: "search", TimeoutSec: 60}, cfg, "what a call needs, pinned")
 
 	// Only the tools granted.
 	got, err = resolveEntry(t, mcpEntry("gh", fmt.Sprintf(`{"url": %q, "tools": ["search", "get_issue"]}`, srv.URL)), env)
@@ -219,7 +223,7 @@ func TestMCPRunHTTP(t *testing.T) {
 			return token, true
 		}
 		return "", false
-	}), MCPSessions: NewMCPSessions(MCPSessionOptions{})}
+	}), MCPSessions: NewSessions(SessionOptions{})}
 	t.Cleanup(deps.MCPSessions.Close)
 	client := egressTo(t, srv.Addr)
 	config := fmt.Sprintf(`{"url": %q, "timeout_sec": 5, "headers": [{"name": "Authorization", "prefix": "Bearer ", "secret": "env:GH_TOKEN"}]}`, srv.URL)
@@ -281,7 +285,7 @@ func TestMCPRunHTTP(t *testing.T) {
 	require.NotContains(t, err.Error(), token)
 
 	// A wrong token: the server refuses it.
-	wrong := NewMCPSessions(MCPSessionOptions{})
+	wrong := NewSessions(SessionOptions{})
 	t.Cleanup(wrong.Close)
 	r2 := newMCPRunner(t, Deps{Secrets: secrets.NewEnv(func(string) (string, bool) { return "wrong-token", true }), MCPSessions: wrong}, client)
 	_, err = r2.run(ctx, byName(t, specs, "gh_search"), `{"query": "sso"}`, nil)
@@ -296,7 +300,7 @@ func TestMCPRunHTTP(t *testing.T) {
 func TestMCPServerRestart(t *testing.T) {
 	started := make(chan string, 10)
 	srv := mcptest.StartHTTP(t, mcptest.Options{OnCall: func(tool string) { started <- tool }})
-	deps := Deps{MCPSessions: NewMCPSessions(MCPSessionOptions{})}
+	deps := Deps{MCPSessions: NewSessions(SessionOptions{})}
 	t.Cleanup(deps.MCPSessions.Close)
 	client := egressTo(t, srv.Addr)
 	specs, err := resolveEntry(t, mcpEntry("gh", fmt.Sprintf(`{"url": %q}`, srv.URL)), ResolveEnv{TenantID: "demo", HTTP: client})
@@ -337,7 +341,7 @@ func TestMCPServerRestart(t *testing.T) {
 
 func TestMCPStatelessServer(t *testing.T) {
 	srv := mcptest.StartHTTP(t, mcptest.Options{Stateless: true})
-	deps := Deps{MCPSessions: NewMCPSessions(MCPSessionOptions{})}
+	deps := Deps{MCPSessions: NewSessions(SessionOptions{})}
 	t.Cleanup(deps.MCPSessions.Close)
 	client := egressTo(t, srv.Addr)
 	specs, err := resolveEntry(t, mcpEntry("gh", fmt.Sprintf(`{"url": %q, "tools": ["search"]}`, srv.URL)), ResolveEnv{TenantID: "demo", HTTP: client})
@@ -365,7 +369,7 @@ func TestMCPStdio(t *testing.T) {
 			}
 			return "", false
 		}),
-		MCPSessions: NewMCPSessions(MCPSessionOptions{}),
+		MCPSessions: NewSessions(SessionOptions{}),
 	}
 	t.Cleanup(deps.MCPSessions.Close)
 	config := fmt.Sprintf(`{"command": [%q, "--root", %q], "env": [{"name": "FILES_TOKEN", "secret": "env:FILES_TOKEN"}]}`, exe, root)
@@ -425,12 +429,12 @@ func namesServer(t *testing.T, names ...string) *httptest.Server {
 
 func TestMCPToolNames(t *testing.T) {
 	long := strings.Repeat("x", 70)
-	require.Equal(t, "gh_search", mcpToolName("gh", "search"))
-	require.Equal(t, "gh_repos_list_v2", mcpToolName("gh", "repos/list.v2"))
-	require.Equal(t, "gh_caf_", mcpToolName("gh", "café"))
-	n := mcpToolName("gh", long)
+	require.Equal(t, "gh_search", MCPToolName("gh", "search"))
+	require.Equal(t, "gh_repos_list_v2", MCPToolName("gh", "repos/list.v2"))
+	require.Equal(t, "gh_caf_", MCPToolName("gh", "café"))
+	n := MCPToolName("gh", long)
 	require.Len(t, n, 64)
-	require.NotEqual(t, n, mcpToolName("gh", long+"y"), "long names stay apart")
+	require.NotEqual(t, n, MCPToolName("gh", long+"y"), "long names stay apart")
 	require.Regexp(t, `^[a-zA-Z0-9_-]{1,64}$`, n)
 
 	hs := namesServer(t, "a.b", "a_b", "c")
@@ -450,7 +454,7 @@ func TestMCPToolNames(t *testing.T) {
 }
 
 func TestMCPOutput(t *testing.T) {
-	out, err := mcpOutput(&mcp.CallToolResult{Content: []mcp.Content{
+	out, err := MCPOutput(&mcp.CallToolResult{Content: []mcp.Content{
 		&mcp.TextContent{Text: "a chart"}, &mcp.ImageContent{MIMEType: "image/png", Data: []byte("png")},
 		&mcp.ResourceLink{Name: "report", URI: "file:///r.pdf"},
 		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///n.txt", Text: "note"}},
@@ -459,16 +463,16 @@ func TestMCPOutput(t *testing.T) {
 	require.Equal(t, "a chart\n[image image/png, 3 bytes]\n[resource report: file:///r.pdf]\nnote", out.Text)
 	require.Empty(t, out.Data)
 
-	out, err = mcpOutput(&mcp.CallToolResult{StructuredContent: map[string]any{"n": 1}})
+	out, err = MCPOutput(&mcp.CallToolResult{StructuredContent: map[string]any{"n": 1}})
 	require.NoError(t, err)
 	require.Empty(t, out.Text, "the runtime shows small data when there is no text")
 	require.JSONEq(t, `{"n": 1}`, string(out.Data))
 
-	out, err = mcpOutput(&mcp.CallToolResult{})
+	out, err = MCPOutput(&mcp.CallToolResult{})
 	require.NoError(t, err)
 	require.Equal(t, "the tool returned nothing", out.Text)
 
-	_, err = mcpOutput(&mcp.CallToolResult{IsError: true})
+	_, err = MCPOutput(&mcp.CallToolResult{IsError: true})
 	require.True(t, agent.IsCode(err, agent.CodeInvalid))
 }
 
@@ -477,7 +481,7 @@ func TestMCPOutput(t *testing.T) {
 func TestMCPSessionsIdle(t *testing.T) {
 	var initializes atomic.Int32
 	srv := mcptest.StartHTTP(t, mcptest.Options{})
-	pool := NewMCPSessions(MCPSessionOptions{IdleTimeout: 200 * time.Millisecond, MaxSessions: 1})
+	pool := NewSessions(SessionOptions{IdleTimeout: 200 * time.Millisecond, MaxSessions: 1})
 	t.Cleanup(pool.Close)
 	client := egressTo(t, srv.Addr)
 	specs, err := resolveEntry(t, mcpEntry("gh", fmt.Sprintf(`{"url": %q, "tools": ["search"]}`, srv.URL)), ResolveEnv{TenantID: "demo", HTTP: client})
@@ -495,11 +499,9 @@ func TestMCPSessionsIdle(t *testing.T) {
 	_, err = r.reg.Execute(context.Background(), specs[0], Call{Args: json.RawMessage(`{"query": "b"}`), TenantID: "acme", HTTP: client})
 	require.NoError(t, err)
 	require.Equal(t, 1, pool.Len())
-	pool.mu.Lock()
-	for k := range pool.sessions {
+	for _, k := range pool.Keys() {
 		require.True(t, strings.HasPrefix(k, "acme\x00"), "the newest session stays")
 	}
-	pool.mu.Unlock()
 	require.True(t, slices.Contains([]int32{1}, initializes.Load()))
 }
 
@@ -514,7 +516,7 @@ func FuzzMCPConfig(f *testing.F) {
 	}
 	deps := Deps{MCPCommands: []string{"mcp-server-files"}}.WithDefaults()
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		cfg, err := decodeMCPConfig(raw, deps, agent.DefaultToolTimeout)
+		cfg, err := DecodeMCPConfig(raw, deps, agent.DefaultToolTimeout)
 		if err != nil {
 			require.True(t, agent.IsCode(err, agent.CodeInvalid), "%v", err)
 			return
@@ -523,14 +525,14 @@ func FuzzMCPConfig(f *testing.F) {
 		if len(cfg.Command) > 0 {
 			require.Equal(t, "mcp-server-files", cfg.Command[0], "only an allowed command")
 		}
-		require.Positive(t, cfg.timeout())
-		require.LessOrEqual(t, cfg.timeout(), agent.DefaultToolTimeout-mcpCallMargin*time.Second)
+		require.Positive(t, cfg.Timeout())
+		require.LessOrEqual(t, cfg.Timeout(), agent.DefaultToolTimeout-MCPCallMargin*time.Second)
 		for _, h := range cfg.Headers {
 			require.NoError(t, secrets.ValidateRef(h.Secret))
 			require.NotContains(t, h.Prefix, "\n")
 		}
 		for _, e := range cfg.Env {
-			require.False(t, reservedEnv(e.Name))
+			require.False(t, ReservedEnv(e.Name))
 		}
 	})
 }
@@ -538,6 +540,6 @@ func FuzzMCPConfig(f *testing.F) {
 func TestMCPEnvFrom(t *testing.T) {
 	environ := []string{"PATH=/usr/bin", "HOME=/home/w", "AGENTFLOW_DATABASE_URL=postgres://secret", "LANG=C.UTF-8",
 		"GH_TOKEN=ghp_x", "TZ=UTC", "LD_PRELOAD=/x.so", "TMPDIR=/tmp", "LC_ALL=C", "PATHS=no"}
-	require.Equal(t, []string{"PATH=/usr/bin", "HOME=/home/w", "LANG=C.UTF-8", "TZ=UTC", "TMPDIR=/tmp", "LC_ALL=C"}, MCPEnvFrom(environ),
+	require.Equal(t, []string{"PATH=/usr/bin", "HOME=/home/w", "LANG=C.UTF-8", "TZ=UTC", "TMPDIR=/tmp", "LC_ALL=C"}, EnvFrom(environ),
 		"what programs need to run; none of the worker's secrets")
 }

@@ -1,4 +1,4 @@
-package tools
+package openapitool_test
 
 import (
 	"bytes"
@@ -23,6 +23,10 @@ import (
 	"github.com/agentflow/agentflow/internal/crm"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/secrets"
+
+	"github.com/agentflow/agentflow/internal/tools"
+	. "github.com/agentflow/agentflow/internal/tools/kind"
+	. "github.com/agentflow/agentflow/internal/tools/openapitool"
 )
 
 // crmKey is the API key the test CRM wants, the value of env:CRM_KEY.
@@ -103,17 +107,17 @@ func (s *crmServer) client(t *testing.T) *http.Client {
 // entry leaves out comes from the kind.
 func entry(config, approval string) agent.Tool {
 	if approval == "" {
-		approval = openapiApproval
+		approval = OpenAPIApproval
 	}
-	return agent.Tool{Name: "crm", Kind: "openapi_action", Description: openapiDescription,
-		Parameters: json.RawMessage(openapiParameters), Approval: approval, Config: json.RawMessage(config)}
+	return agent.Tool{Name: "crm", Kind: "openapi_action", Description: OpenAPIDescription,
+		Parameters: json.RawMessage(OpenAPIParameters), Approval: approval, Config: json.RawMessage(config)}
 }
 
 // resolve checks an entry as the loader does, then resolves it as
 // applying the catalog does.
 func resolve(t *testing.T, spec agent.Tool, env ResolveEnv) (agent.Tool, error) {
 	t.Helper()
-	if _, err := buildOpenAPI(spec, Deps{}.WithDefaults()); err != nil {
+	if _, err := BuildOpenAPI(spec, Deps{}.WithDefaults()); err != nil {
 		return agent.Tool{}, err
 	}
 	got, err := OpenAPIAction().Resolve(context.Background(), spec, env)
@@ -136,12 +140,12 @@ func TestOpenAPIActionResolve(t *testing.T) {
 	require.NoError(t, err)
 	// The document is pinned in the config, with the server it gives
 	// resolved against the URL it came from.
-	var cfg openapiConfig
+	var cfg OpenAPIConfig
 	require.NoError(t, json.Unmarshal(spec.Config, &cfg))
 	require.Empty(t, cfg.SpecURL)
 	require.Equal(t, s.URL+"/v2", cfg.Server)
 	require.Contains(t, string(cfg.Spec), `"operationId":"createOrder"`)
-	_, err = buildOpenAPI(spec, Deps{}.WithDefaults())
+	_, err = BuildOpenAPI(spec, Deps{}.WithDefaults())
 	require.NoError(t, err, "the resolved entry builds without I/O")
 	// The model reads the operations; calls that change something wait
 	// for a person.
@@ -246,7 +250,7 @@ func TestOpenAPIActionConfig(t *testing.T) {
 		{`{"spec": {"openapi": "3.0.3", "paths": {}}}`, "openapi_action config: spec: the OpenAPI document is not valid"},
 		{`{"spec": ` + string(crm.DocumentJSON()) + `, "server": "https://crm.example", "operations": ["nope"]}`, `operations "nope": the document has no such operation`},
 	} {
-		_, err := buildOpenAPI(entry(tt.config, ""), Deps{}.WithDefaults())
+		_, err := BuildOpenAPI(entry(tt.config, ""), Deps{}.WithDefaults())
 		require.True(t, agent.IsCode(err, agent.CodeInvalid), "%s: %v", tt.config, err)
 		require.ErrorContains(t, err, tt.want, tt.config)
 		require.NotContains(t, err.Error(), "sk-live-123")
@@ -259,7 +263,7 @@ func callCRM(t *testing.T, s *crmServer, config string, deps Deps) func(callID, 
 	t.Helper()
 	spec, err := resolve(t, entry(config, ""), ResolveEnv{TenantID: "demo", HTTP: s.client(t)})
 	require.NoError(t, err)
-	r, err := NewRegistry(deps, OpenAPIAction())
+	r, err := tools.NewRegistry(deps, OpenAPIAction())
 	require.NoError(t, err)
 	client := s.client(t)
 	return func(callID, args string) (Output, error) {
@@ -498,7 +502,7 @@ func TestOpenAPIActionApproval(t *testing.T) {
 
 	// Before it is resolved, the kind's policy asks for approval of every
 	// call: safe if an entry ever ran unresolved.
-	got, _ := checker.NeedsApproval(openapiApproval, approval.Call{Tool: "crm", Args: `{"operation_id": "getCustomer"}`})
+	got, _ := checker.NeedsApproval(OpenAPIApproval, approval.Call{Tool: "crm", Args: `{"operation_id": "getCustomer"}`})
 	require.True(t, got)
 }
 

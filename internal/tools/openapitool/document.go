@@ -1,4 +1,4 @@
-package tools
+package openapitool
 
 import (
 	"bytes"
@@ -166,9 +166,9 @@ func documentError(what string, limit int64, err error) error {
 	var bigAnswer *egress.TooLargeError
 	switch {
 	case errors.As(err, &big) && big.YAML:
-		return agent.Errorf(agent.CodeInvalid, "%s: %v, twice the operator's limit (%s)", what, big, EnvOpenAPIMaxSpecBytes)
+		return agent.Errorf(agent.CodeInvalid, "%s: %v, twice the operator's limit (%s)", what, big, EnvMaxSpecBytes)
 	case errors.As(err, &big), errors.As(err, &bigAnswer):
-		return agent.Errorf(agent.CodeInvalid, "%s: the document is larger than %d bytes, the operator's limit (%s)", what, limit, EnvOpenAPIMaxSpecBytes)
+		return agent.Errorf(agent.CodeInvalid, "%s: the document is larger than %d bytes, the operator's limit (%s)", what, limit, EnvMaxSpecBytes)
 	case agent.IsCode(err, agent.CodeInvalid) && !isTransport(err):
 		return agent.WithCode(agent.CodeInvalid, fmt.Errorf("%s: %w", what, err))
 	}

@@ -1,4 +1,4 @@
-package tools
+package mcptool_test
 
 import (
 	"testing"
@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/tools"
+	. "github.com/agentflow/agentflow/internal/tools/mcptool"
 )
 
 // TestDelivery: an MCP tool the server says is read-only or idempotent
@@ -26,8 +28,8 @@ func TestDelivery(t *testing.T) {
 		{"the entry says idempotent", nil, agent.DeliveryIdempotent, agent.DeliveryIdempotent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			derived := mcpDelivery(&mcp.Tool{Name: "x", Annotations: tc.annotations})
-			require.Equal(t, tc.want, DerivedDelivery(tc.entry, derived))
+			derived := MCPDelivery(&mcp.Tool{Name: "x", Annotations: tc.annotations})
+			require.Equal(t, tc.want, tools.DerivedDelivery(tc.entry, derived))
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package tools
+package openapitool
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/openapi"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 	"github.com/agentflow/agentflow/internal/words"
 )
 
@@ -30,7 +31,7 @@ import (
 // read), and the profile's host against the API's. The document is
 // fetched through the tenant's egress client, as every call of the kind
 // is, with the redirects it follows held to the allowed hosts too; it is
-// kept for the entry's TTL per tenant and URL (OpenAPIDocuments), and
+// kept for the entry's TTL per tenant and URL (documents), and
 // each operation called is narrowed out of it and validated on its own.
 // The call's approval policy reads openapi_url and auth_profile as
 // arguments like any other.
@@ -137,7 +138,7 @@ func profilesText(cfg openapiConfig) string {
 // it calls, and where its calls go; everything the entry does not allow
 // is refused before the API hears of it, and what can be refused before
 // the document is fetched is.
-func (t *openapiTool) document(ctx context.Context, call Call, args openapi.Args) (*openapi.Document, *url.URL, error) {
+func (t *openapiTool) document(ctx context.Context, call kind.Call, args openapi.Args) (*openapi.Document, *url.URL, error) {
 	hosts := strings.Join(t.cfg.OpenAPIURL.AllowedHosts, ", ")
 	raw := args.OpenAPIURL
 	if raw == "" {
@@ -158,8 +159,8 @@ func (t *openapiTool) document(ctx context.Context, call Call, args openapi.Args
 		return nil, nil, agent.Errorf(agent.CodeInvalid, "operation_id %q: this tool may call %s", words.Clip(args.OperationID, 80), strings.Join(t.cfg.Operations, ", "))
 	}
 	key := call.TenantID + "\x00" + strings.Join(t.cfg.OpenAPIURL.AllowedHosts, ",") + "\x00" + raw
-	f, err := t.deps.OpenAPIDocuments.fetch(ctx, key, t.cfg.OpenAPIURL.ttl(), func(ctx context.Context) (*openapi.Source, error) {
-		return fetchDocument(ctx, t.documentClient(call.HTTP), raw, t.deps.openAPIMaxSpecBytes(), what)
+	f, err := t.docs.fetch(ctx, t.deps.Now, key, t.cfg.OpenAPIURL.ttl(), func(ctx context.Context) (*openapi.Source, error) {
+		return fetchDocument(ctx, t.documentClient(call.HTTP), raw, maxSpecBytes(t.deps), what)
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -185,7 +186,7 @@ func (t *openapiTool) document(ctx context.Context, call Call, args openapi.Args
 		return nil, nil, agent.Errorf(agent.CodeInvalid, "%s is %s %s, and this tool may call %s operations only",
 			op.ID, op.Method, op.Path, strings.Join(t.cfg.Methods, ", "))
 	}
-	doc, err := t.deps.OpenAPIDocuments.operation(ctx, f, op.ID)
+	doc, err := t.docs.operation(ctx, f, op.ID)
 	if err != nil {
 		return nil, nil, agent.WithCode(agent.CodeInvalid, fmt.Errorf("%s: %w", what, err))
 	}
@@ -230,13 +231,14 @@ func (t *openapiTool) documentClient(base *http.Client) *http.Client {
 	return &c
 }
 
-// Bounds of OpenAPIDocuments.
+// Bounds of documents.
 const (
 	maxFetchedDocuments = 256
 	maxLoadedOperations = 1024
 )
 
-// OpenAPIDocuments keeps, for a process, the documents openapi_action
+// documents keeps, for a worker (one cache per OpenAPIAction), the documents
+// openapi_action
 // calls name by URL: each tenant's fetch of a URL is used until it is as
 // old as the entry's TTL, concurrent calls that miss wait for one fetch,
 // and the operations called are narrowed out of the document and loaded
@@ -244,8 +246,7 @@ const (
 // another URL, is not loaded again). A document is kept compressed
 // (openapi.Source) with its list of operations. It is safe for
 // concurrent use.
-type OpenAPIDocuments struct {
-	now     func() time.Time
+type documents struct {
 	flights singleflight.Group
 
 	mu      sync.Mutex
@@ -259,34 +260,31 @@ type fetchedDocument struct {
 	at  time.Time
 }
 
-// NewOpenAPIDocuments returns an empty cache that tells time by now (nil:
-// time.Now).
-func NewOpenAPIDocuments(now func() time.Time) *OpenAPIDocuments {
-	if now == nil {
-		now = time.Now
-	}
-	return &OpenAPIDocuments{now: now, fetched: map[string]*fetchedDocument{}, loaded: map[string]*openapi.Document{}}
+// newDocuments returns an empty cache.
+func newDocuments() *documents {
+	return &documents{fetched: map[string]*fetchedDocument{}, loaded: map[string]*openapi.Document{}}
 }
 
-// fresh returns the document under key if it is younger than ttl.
-func (d *OpenAPIDocuments) fresh(key string, ttl time.Duration) *fetchedDocument {
+// fresh returns the document under key if it is younger than ttl by now.
+func (d *documents) fresh(now func() time.Time, key string, ttl time.Duration) *fetchedDocument {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f := d.fetched[key]
-	if f == nil || d.now().Sub(f.at) >= ttl {
+	if f == nil || now().Sub(f.at) >= ttl {
 		return nil
 	}
 	return f
 }
 
 // fetch returns the document under key, fetched with get unless one
-// younger than ttl is kept. A failed fetch is not kept.
-func (d *OpenAPIDocuments) fetch(ctx context.Context, key string, ttl time.Duration, get func(context.Context) (*openapi.Source, error)) (*fetchedDocument, error) {
-	if f := d.fresh(key, ttl); f != nil {
+// younger than ttl is kept, telling time by now. A failed fetch is not
+// kept.
+func (d *documents) fetch(ctx context.Context, now func() time.Time, key string, ttl time.Duration, get func(context.Context) (*openapi.Source, error)) (*fetchedDocument, error) {
+	if f := d.fresh(now, key, ttl); f != nil {
 		return f, nil
 	}
 	ch := d.flights.DoChan("fetch\x00"+key, func() (any, error) {
-		if f := d.fresh(key, ttl); f != nil {
+		if f := d.fresh(now, key, ttl); f != nil {
 			return f, nil // fetched while this call waited for the flight
 		}
 		// The fetch serves every call waiting for it: the first one's
@@ -299,7 +297,7 @@ func (d *OpenAPIDocuments) fetch(ctx context.Context, key string, ttl time.Durat
 		if err != nil {
 			return nil, err
 		}
-		f := &fetchedDocument{src: src, ops: ops, at: d.now()}
+		f := &fetchedDocument{src: src, ops: ops, at: now()}
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if len(d.fetched) >= maxFetchedDocuments {
@@ -320,7 +318,7 @@ func (d *OpenAPIDocuments) fetch(ctx context.Context, key string, ttl time.Durat
 }
 
 // evictOldest drops the document fetched longest ago; d.mu is held.
-func (d *OpenAPIDocuments) evictOldest() {
+func (d *documents) evictOldest() {
 	var oldest string
 	var at time.Time
 	for k, f := range d.fetched {
@@ -333,7 +331,7 @@ func (d *OpenAPIDocuments) evictOldest() {
 
 // operation returns f's document narrowed to the operation id, loaded and
 // validated.
-func (d *OpenAPIDocuments) operation(ctx context.Context, f *fetchedDocument, id string) (*openapi.Document, error) {
+func (d *documents) operation(ctx context.Context, f *fetchedDocument, id string) (*openapi.Document, error) {
 	key := f.src.Sum() + "\x00" + id
 	d.mu.Lock()
 	doc := d.loaded[key]

@@ -1,4 +1,4 @@
-package tools
+package openapitool_test
 
 import (
 	"bytes"
@@ -22,6 +22,10 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/openapi/openapitest"
+
+	"github.com/agentflow/agentflow/internal/tools"
+	. "github.com/agentflow/agentflow/internal/tools/kind"
+	. "github.com/agentflow/agentflow/internal/tools/openapitool"
 )
 
 // widgetKey is the key openapitest's API wants, the value of env:WIDGET_KEY.
@@ -112,7 +116,7 @@ func TestOpenAPILargeSpec(t *testing.T) {
 	require.NoError(t, err)
 	var spec agent.Tool
 	require.NoError(t, json.Unmarshal(data, &spec))
-	var cfg openapiConfig
+	var cfg OpenAPIConfig
 	require.NoError(t, json.Unmarshal(spec.Config, &cfg))
 	require.Empty(t, cfg.SpecURL)
 	require.Less(t, len(cfg.Spec), 4<<10, "only what the two operations need is pinned")
@@ -138,7 +142,7 @@ func TestOpenAPILargeSpec(t *testing.T) {
 	require.Equal(t, `has(args.operation_id) && args.operation_id in ["createWidget"]`, spec.Approval)
 
 	// A call of the pinned operation reaches the API.
-	r, err := NewRegistry(secretsOf(map[string]string{"WIDGET_KEY": widgetKey}), OpenAPIAction())
+	r, err := tools.NewRegistry(secretsOf(map[string]string{"WIDGET_KEY": widgetKey}), OpenAPIAction())
 	require.NoError(t, err)
 	res, err := r.Execute(context.Background(), spec, Call{Args: json.RawMessage(`{"operation_id": "getWidget", "params": {"widgetId": 1}}`),
 		TenantID: "demo", JobID: "j", CallID: "c1", HTTP: s.client(t)})
@@ -290,12 +294,12 @@ func TestOpenAPIPinnedCompressed(t *testing.T) {
 	cfg, _ := json.Marshal(map[string]any{"spec": json.RawMessage(big), "server": api.URL})
 	spec, err := resolve(t, entry(string(cfg), ""), ResolveEnv{TenantID: "demo"})
 	require.NoError(t, err)
-	var pinned openapiConfig
+	var pinned OpenAPIConfig
 	require.NoError(t, json.Unmarshal(spec.Config, &pinned))
 	require.Empty(t, pinned.Spec)
 	require.NotEmpty(t, pinned.SpecGzip)
 	require.Less(t, len(spec.Config), len(big)/10, "pinned compressed")
-	r, err := NewRegistry(Deps{}, OpenAPIAction())
+	r, err := tools.NewRegistry(Deps{}, OpenAPIAction())
 	require.NoError(t, err)
 	out, err := r.Execute(context.Background(), spec, Call{Args: json.RawMessage(`{"operation_id": "getBig"}`), TenantID: "demo", JobID: "j", CallID: "c", HTTP: client})
 	require.NoError(t, err)
@@ -308,6 +312,6 @@ func TestOpenAPIPinnedCompressed(t *testing.T) {
 		`grant fewer with operations, or let calls name the document \(openapi_url\)$`, err.Error())
 
 	// A catalog does not write spec_gzip itself.
-	_, err = buildOpenAPI(entry(`{"spec_gzip": "dGhpcyBpcyBub3QgZ3ppcCBkYXRh"}`, ""), Deps{}.WithDefaults())
+	_, err = BuildOpenAPI(entry(`{"spec_gzip": "dGhpcyBpcyBub3QgZ3ppcCBkYXRh"}`, ""), Deps{}.WithDefaults())
 	require.ErrorContains(t, err, "openapi_action config: spec: spec_gzip: gzip: invalid header")
 }

@@ -1,10 +1,11 @@
-package tools
+package pipelinetool
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"path"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/pipeline"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 )
 
 // compositeConfig is composite_pipeline's config: a pipeline and the
@@ -43,8 +45,8 @@ const compositeConfigSchema = `{"type":"object","additionalProperties":false,"re
 // often into one (Deps.Composites); a catalog may declare one too. Agents
 // that list `composites` are granted every composite of their tenant,
 // those promoted later included.
-func CompositePipeline() Kind {
-	return Kind{
+func CompositePipeline() kind.Kind {
+	return kind.Kind{
 		Name:        "composite_pipeline",
 		Description: "A saved pipeline, run with just its arguments.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
@@ -56,7 +58,7 @@ func CompositePipeline() Kind {
 		Approval:      pipelineApproval,
 		ApprovalFloor: pipelineApproval,
 		ApprovalArgs:  compositeApprovalArgs,
-		Resolve: func(_ context.Context, spec agent.Tool, _ ResolveEnv) ([]agent.Tool, error) {
+		Resolve: func(_ context.Context, spec agent.Tool, _ kind.ResolveEnv) ([]agent.Tool, error) {
 			// A declared composite gets the arguments and description its
 			// pipeline gives, as a promoted one does.
 			c, err := decodeComposite(spec.Config)
@@ -87,7 +89,7 @@ type decodedComposite struct {
 
 func decodeComposite(raw json.RawMessage) (decodedComposite, error) {
 	var c decodedComposite
-	if err := decodeConfig(raw, &c.cfg, "composite_pipeline"); err != nil {
+	if err := kind.DecodeConfig(raw, &c.cfg, "composite_pipeline"); err != nil {
 		return c, err
 	}
 	if len(c.cfg.Pipeline) == 0 {
@@ -104,7 +106,7 @@ func decodeComposite(raw json.RawMessage) (decodedComposite, error) {
 	return c, nil
 }
 
-func buildComposite(spec agent.Tool, deps Deps) (Tool, error) {
+func buildComposite(spec agent.Tool, deps kind.Deps) (kind.Tool, error) {
 	c, err := decodeComposite(spec.Config)
 	if err != nil {
 		return nil, err
@@ -120,14 +122,14 @@ func buildComposite(spec agent.Tool, deps Deps) (Tool, error) {
 	return &compositeTool{pipe: pt.(*pipelineTool), p: c.pipeline, shape: pipeline.ShapeOf(c.pipeline)}, nil
 }
 
-func (t *compositeTool) Run(ctx context.Context, call Call) (Output, error) {
+func (t *compositeTool) Run(ctx context.Context, call kind.Call) (kind.Output, error) {
 	values, err := compositeValues(call.Args)
 	if err != nil {
-		return Output{}, agent.Errorf(agent.CodeInvalid, "arguments must be a JSON object of %s", paramList(t.shape))
+		return kind.Output{}, agent.Errorf(agent.CodeInvalid, "arguments must be a JSON object of %s", paramList(t.shape))
 	}
 	p, err := t.shape.Bind(t.p, values)
 	if err != nil {
-		return Output{}, err
+		return kind.Output{}, err
 	}
 	return t.pipe.run(ctx, call, p)
 }
@@ -291,4 +293,41 @@ func describePipeline(p pipeline.Pipeline, shape pipeline.Shape) string {
 		}
 	}
 	return "A saved pipeline: " + strings.Join(steps, "; then ") + ". Arguments: " + paramList(shape) + "."
+}
+
+// compositeApprovalArgs presents a composite's call to approval policies as
+// the execute_pipeline call it runs: the call's own arguments plus the
+// bound pipeline (session_id, pipeline, input_ref), so that the pipeline
+// tool's policy (args.pipeline…) applies to it unchanged.
+func compositeApprovalArgs(spec agent.Tool, args json.RawMessage) (json.RawMessage, error) {
+	c, err := decodeComposite(spec.Config)
+	if err != nil {
+		return nil, err
+	}
+	values, err := compositeValues(args)
+	if err != nil {
+		return nil, err
+	}
+	bound, err := pipeline.ShapeOf(c.pipeline).Bind(c.pipeline, values)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(bound)
+	if err != nil {
+		return nil, err
+	}
+	var view map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &view); err != nil {
+		return nil, err
+	}
+	var own map[string]json.RawMessage
+	if err := json.Unmarshal(args, &own); err != nil {
+		return nil, err
+	}
+	merged := maps.Clone(own)
+	if merged == nil {
+		merged = map[string]json.RawMessage{}
+	}
+	maps.Copy(merged, view) // the pipeline's fields win: they are what runs
+	return json.Marshal(merged)
 }

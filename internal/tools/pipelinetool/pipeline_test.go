@@ -1,4 +1,4 @@
-package tools
+package pipelinetool_test
 
 import (
 	"context"
@@ -19,6 +19,10 @@ import (
 	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/secrets"
+
+	"github.com/agentflow/agentflow/internal/tools"
+	. "github.com/agentflow/agentflow/internal/tools/kind"
+	. "github.com/agentflow/agentflow/internal/tools/pipelinetool"
 )
 
 // memCache is a Cache in memory, for one tenant.
@@ -59,7 +63,7 @@ func TestExecutePipeline(t *testing.T) {
 
 	env := map[string]string{"FLIGHTS_KEY": "s3cret-value"}
 	deps := Deps{Secrets: secrets.NewEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })}
-	r, err := NewRegistry(deps, ExecutePipeline())
+	r, err := tools.NewRegistry(deps, ExecutePipeline())
 	require.NoError(t, err)
 	spec := agent.Tool{Name: "execute_pipeline", Kind: "execute_pipeline",
 		Config: json.RawMessage(`{"credentials":[{"host":"` + host + `","header":"X-Api-Key","secret":"env:FLIGHTS_KEY"}]}`)}
@@ -129,7 +133,7 @@ func TestExecutePipelineConfig(t *testing.T) {
 		{`{"cache_ttl_sec":-1}`, "must not be negative"},
 		{`{"ttl":5}`, `unknown field "ttl"`},
 	} {
-		_, err := buildPipeline(agent.Tool{Name: "p", Kind: "execute_pipeline", Config: json.RawMessage(tt.config)}, Deps{}.WithDefaults())
+		_, err := BuildPipeline(agent.Tool{Name: "p", Kind: "execute_pipeline", Config: json.RawMessage(tt.config)}, Deps{}.WithDefaults())
 		require.ErrorContains(t, err, tt.want, tt.config)
 	}
 }
@@ -137,7 +141,7 @@ func TestExecutePipelineConfig(t *testing.T) {
 // TestPipelineReadsByRef: input_ref reads the tenant's data through the
 // call; nothing is fetched.
 func TestPipelineReadsByRef(t *testing.T) {
-	r, err := NewRegistry(Deps{}, ExecutePipeline())
+	r, err := tools.NewRegistry(Deps{}, ExecutePipeline())
 	require.NoError(t, err)
 	const ref = "cas://sha256:" + "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"
 	data := func(_ context.Context, got string) ([]byte, error) {
@@ -161,7 +165,7 @@ func TestPipelineReadsByRef(t *testing.T) {
 func TestKindApprovals(t *testing.T) {
 	checker, err := approval.NewChecker()
 	require.NoError(t, err)
-	for _, k := range Builtin() {
+	for _, k := range tools.Builtin() {
 		switch k.Approval {
 		case "", agent.ApprovalNever, agent.ApprovalAlways:
 		default:

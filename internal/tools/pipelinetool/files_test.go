@@ -1,4 +1,4 @@
-package tools
+package pipelinetool_test
 
 import (
 	"bytes"
@@ -24,6 +24,10 @@ import (
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/store"
+
+	"github.com/agentflow/agentflow/internal/tools"
+	. "github.com/agentflow/agentflow/internal/tools/kind"
+	. "github.com/agentflow/agentflow/internal/tools/pipelinetool"
 )
 
 // storeCall is a Call whose blobs are the tenant's in a real store, as
@@ -88,7 +92,7 @@ func TestPipelineFiles(t *testing.T) {
 	require.NoError(t, err)
 	policy.MaxResponseBytes = 1 << 20 // less than the file: a download streams past it
 	client := loopbackOpen(t).Client(policy)
-	r, err := NewRegistry(Deps{}, ExecutePipeline())
+	r, err := tools.NewRegistry(Deps{}, ExecutePipeline())
 	require.NoError(t, err)
 	spec := agent.Tool{Name: "execute_pipeline", Kind: "execute_pipeline", Config: json.RawMessage(`{"cache_ttl_sec":0}`)}
 	download := `{"session_id":"s","pipeline":[{"step":"http_request","url":"` + api.URL + `/scan.pdf","response_as":"file"}]}`
@@ -138,7 +142,7 @@ func TestFileName(t *testing.T) {
 		{`attachment; filename="` + strings.Repeat("n", 256) + `"`, "/x", ""},
 		{"not a disposition;;", "/files/fallback.bin", "fallback.bin"},
 	} {
-		require.Equal(t, tc.want, fileName(tc.disposition, tc.path), "%q %q", tc.disposition, tc.path)
+		require.Equal(t, tc.want, FileName(tc.disposition, tc.path), "%q %q", tc.disposition, tc.path)
 	}
 }
 
@@ -150,11 +154,11 @@ func FuzzFileName(f *testing.F) {
 	f.Add("inline", "/a/b/c.bin")
 	f.Add(`attachment; filename="..\\x"`, "")
 	f.Fuzz(func(t *testing.T, disposition, urlPath string) {
-		name := fileName(disposition, urlPath)
+		name := FileName(disposition, urlPath)
 		if name == "" {
 			return
 		}
-		require.LessOrEqual(t, len(name), maxFileName)
+		require.LessOrEqual(t, len(name), MaxFileName)
 		require.True(t, utf8.ValidString(name))
 		require.False(t, strings.ContainsAny(name, `/\`), "%q", name)
 		require.False(t, strings.ContainsFunc(name, unicode.IsControl), "%q", name)

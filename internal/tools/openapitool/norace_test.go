@@ -1,6 +1,6 @@
 //go:build !race
 
-package tools
+package openapitool_test
 
 // openapiRaceShadow: no shadow memory without the race detector (see
 // openapi_race_test.go).

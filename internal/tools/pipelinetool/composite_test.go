@@ -1,4 +1,4 @@
-package tools
+package pipelinetool_test
 
 import (
 	"context"
@@ -14,6 +14,10 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/pipeline"
+
+	"github.com/agentflow/agentflow/internal/tools"
+	. "github.com/agentflow/agentflow/internal/tools/kind"
+	. "github.com/agentflow/agentflow/internal/tools/pipelinetool"
 )
 
 func TestComposite(t *testing.T) {
@@ -32,14 +36,14 @@ func TestComposite(t *testing.T) {
 		{"step": "table_sort", "field": "price"},
 		{"step": "top_k", "k": 2}]}`))
 	require.NoError(t, err)
-	spec, err := compositeSpec(p, pipeline.ShapeOf(p), pipelineConfig{}, ExecutePipeline().Approval)
+	spec, err := CompositeSpec(p, pipeline.ShapeOf(p), PipelineConfig{}, ExecutePipeline().Approval)
 	require.NoError(t, err)
 	require.Equal(t, ExecutePipeline().Approval, spec.Approval, "the policy of the tool that ran it")
 	require.Equal(t, "hotels_filtered_sorted_top", spec.Name)
 	require.Equal(t, "A saved pipeline: GET "+api.URL+"/v1/hotels.json with city; then keep rows where price < price_max; "+
 		"then sort by price asc; then keep the first k. Arguments: city, price_max, k.", spec.Description)
 
-	r, err := NewRegistry(Deps{}, Builtin()...)
+	r, err := tools.NewRegistry(Deps{}, tools.Builtin()...)
 	require.NoError(t, err)
 	call := func(args string) (Output, error) {
 		return r.Execute(context.Background(), spec, Call{Args: json.RawMessage(args), TenantID: "demo", HTTP: loopbackOpen(t).Client(policy)})
@@ -83,7 +87,7 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 func TestSearchToolsArguments(t *testing.T) {
-	r, err := NewRegistry(Deps{}, Builtin()...)
+	r, err := tools.NewRegistry(Deps{}, tools.Builtin()...)
 	require.NoError(t, err)
 	spec := agent.Tool{Name: "search_tools", Kind: "search_tools"}
 	for _, tt := range []struct{ args, err string }{

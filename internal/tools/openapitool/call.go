@@ -1,4 +1,4 @@
-package tools
+package openapitool
 
 import (
 	"bytes"
@@ -24,13 +24,15 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/openapi"
 	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 	"github.com/agentflow/agentflow/internal/words"
 )
 
 // openapiTool is a built openapi_action tool.
 type openapiTool struct {
 	cfg      openapiConfig
-	deps     Deps
+	deps     kind.Deps
+	docs     *documents        // the kind's cache of documents named by URL
 	doc      *openapi.Document // nil until the catalog is applied (spec_url), or with openapi_url
 	base     *url.URL
 	allowed  egress.Policy // openapi_url.allowed_hosts
@@ -51,16 +53,16 @@ func (t *openapiTool) arguments() []string {
 	return also
 }
 
-func (t *openapiTool) Run(ctx context.Context, call Call) (Output, error) {
+func (t *openapiTool) Run(ctx context.Context, call kind.Call) (kind.Output, error) {
 	args, err := openapi.DecodeArgs(call.Args, t.arguments()...)
 	if err != nil {
-		return Output{}, err
+		return kind.Output{}, err
 	}
 	var profile *authProfile
 	if args.AuthProfile != "" {
 		p, ok := t.cfg.AuthProfiles[args.AuthProfile]
 		if !ok {
-			return Output{}, agent.Errorf(agent.CodeInvalid, "auth_profile %q: this tool's profiles are %s", words.Clip(args.AuthProfile, 80),
+			return kind.Output{}, agent.Errorf(agent.CodeInvalid, "auth_profile %q: this tool's profiles are %s", words.Clip(args.AuthProfile, 80),
 				strings.Join(slices.Sorted(maps.Keys(t.cfg.AuthProfiles)), ", "))
 		}
 		profile = &p
@@ -68,20 +70,20 @@ func (t *openapiTool) Run(ctx context.Context, call Call) (Output, error) {
 	doc, base := t.doc, t.base
 	if t.cfg.OpenAPIURL != nil {
 		if doc, base, err = t.document(ctx, call, args); err != nil {
-			return Output{}, err
+			return kind.Output{}, err
 		}
 	} else if doc == nil {
-		return Output{}, agent.Errorf(agent.CodeInvalid, "the API's document was never fetched: the catalog must be applied again")
+		return kind.Output{}, agent.Errorf(agent.CodeInvalid, "the API's document was never fetched: the catalog must be applied again")
 	}
 	return t.send(ctx, call, doc, base, profile, args)
 }
 
 // send makes the call args names of doc's operation, at base, with the
 // entry's credentials and profile's.
-func (t *openapiTool) send(ctx context.Context, call Call, doc *openapi.Document, base *url.URL, profile *authProfile, args openapi.Args) (Output, error) {
+func (t *openapiTool) send(ctx context.Context, call kind.Call, doc *openapi.Document, base *url.URL, profile *authProfile, args openapi.Args) (kind.Output, error) {
 	c, err := doc.NewRequest(ctx, base, args)
 	if err != nil {
-		return Output{}, err
+		return kind.Output{}, err
 	}
 	op, req := c.Op, c.Request
 	shown := op.Method + " " + shownURL(req.URL.String())
@@ -90,19 +92,19 @@ func (t *openapiTool) send(ctx context.Context, call Call, doc *openapi.Document
 	// of ours holds them.
 	creds, err := t.credentials(base, profile)
 	if err != nil {
-		return Output{}, err
+		return kind.Output{}, err
 	}
 	if profile != nil && !creds.Carries(req.URL) {
-		return Output{}, agent.Errorf(agent.CodeInvalid, "auth_profile %q is for %s, and %s is at %s: its credentials go nowhere else",
+		return kind.Output{}, agent.Errorf(agent.CodeInvalid, "auth_profile %q is for %s, and %s is at %s: its credentials go nowhere else",
 			args.AuthProfile, profile.Host, op.ID, egress.HostPort(req.URL))
 	}
 	if err := creds.Resolve(ctx); err != nil {
-		return Output{}, fmt.Errorf("auth: %w", err) // before anything is sent
+		return kind.Output{}, fmt.Errorf("auth: %w", err) // before anything is sent
 	}
 	if !op.Safe() && call.CallID != "" && req.Header.Get("Idempotency-Key") == "" {
 		// A retried attempt sends the same key: an API that honours it
 		// does not act twice on one call.
-		req.Header.Set("Idempotency-Key", CallKey(call.TenantID, call.JobID, call.CallID))
+		req.Header.Set("Idempotency-Key", kind.CallKey(call.TenantID, call.JobID, call.CallID))
 	}
 	if op.DeclaresIdempotencyKey() {
 		// The API deduplicates by the key, the same on every attempt:
@@ -119,30 +121,30 @@ func (t *openapiTool) send(ctx context.Context, call Call, doc *openapi.Document
 		var redirect *egress.RedirectError
 		switch {
 		case parent.Err() != nil:
-			return Output{}, parent.Err() // the call was cancelled: not the API's doing
+			return kind.Output{}, parent.Err() // the call was cancelled: not the API's doing
 		case errors.As(err, &redirect):
-			return Output{}, agent.Errorf(agent.CodeInvalid, "%s answered %s, a redirect to %s, which the tool does not follow to another host", op.ID, redirect.Status, redirect.To)
+			return kind.Output{}, agent.Errorf(agent.CodeInvalid, "%s answered %s, a redirect to %s, which the tool does not follow to another host", op.ID, redirect.Status, redirect.To)
 		}
-		return Output{}, sendError(op.ID+": "+shown, err)
+		return kind.Output{}, sendError(op.ID+": "+shown, err)
 	}
 	defer resp.Body.Close()
 	body, err := readLimited(resp.Body, t.maxBytes)
 	if errors.Is(err, errTooLarge) {
-		return Output{}, agent.Errorf(agent.CodeInvalid, "%s: the answer is larger than %d bytes (max_response_bytes): ask for less, with a filter or a page", op.ID, t.maxBytes)
+		return kind.Output{}, agent.Errorf(agent.CodeInvalid, "%s: the answer is larger than %d bytes (max_response_bytes): ask for less, with a filter or a page", op.ID, t.maxBytes)
 	}
 	if err != nil {
-		return Output{}, sendError(op.ID+": "+shown, err)
+		return kind.Output{}, sendError(op.ID+": "+shown, err)
 	}
 	status := fmt.Sprintf("%s answered %s", op.ID, resp.Status)
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode <= 399:
 		// Not followed by the client: no Location, or not a redirect (304).
-		return Output{}, agent.Errorf(agent.CodeInvalid, "%s, which the tool cannot follow: %s", status, snippet(body))
+		return kind.Output{}, agent.Errorf(agent.CodeInvalid, "%s, which the tool cannot follow: %s", status, snippet(body))
 	case retryable(resp.StatusCode):
-		return Output{}, agent.Errorf(agent.CodeUnavailable, "%s: %s", status, snippet(body))
+		return kind.Output{}, agent.Errorf(agent.CodeUnavailable, "%s: %s", status, snippet(body))
 	case resp.StatusCode >= 400:
 		// The model reads what the API said and may call again.
-		return Output{}, agent.Errorf(agent.CodeInvalid, "%s: %s", status, snippet(body))
+		return kind.Output{}, agent.Errorf(agent.CodeInvalid, "%s: %s", status, snippet(body))
 	}
 	mismatch := c.CheckResponse(ctx, resp.StatusCode, resp.Header, body)
 	if mismatch != "" {
@@ -154,8 +156,8 @@ func (t *openapiTool) send(ctx context.Context, call Call, doc *openapi.Document
 
 // answer is what the model reads of a successful call: JSON as data,
 // text as text, other media types only named.
-func answer(status, contentType string, body []byte, mismatch string) Output {
-	var out Output
+func answer(status, contentType string, body []byte, mismatch string) kind.Output {
+	var out kind.Output
 	mt, _, _ := mime.ParseMediaType(contentType)
 	trimmed := bytes.TrimSpace(body)
 	switch {

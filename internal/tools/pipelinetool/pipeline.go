@@ -1,4 +1,4 @@
-package tools
+package pipelinetool
 
 import (
 	"bytes"
@@ -27,6 +27,7 @@ import (
 	"github.com/agentflow/agentflow/internal/pipeline"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/tools/kind"
 )
 
 // pipelineConfig is execute_pipeline's config.
@@ -77,8 +78,8 @@ const pipelineConfigSchema = `{"type":"object","additionalProperties":false,"pro
 // internal/pipeline. http_request goes through the tenant's egress
 // policy; input_ref and join refs read the tenant's data by reference; the
 // result is kept by reference (a dataset always), and cached per tenant.
-func ExecutePipeline() Kind {
-	return Kind{
+func ExecutePipeline() kind.Kind {
+	return kind.Kind{
 		Name: "execute_pipeline",
 		Description: "Fetch data from an API or load it by ref, then sort, filter, select, group, join and reshape it in steps. " +
 			"The result is kept by reference: pass its ref as input_ref to work on it again without fetching.",
@@ -95,10 +96,10 @@ func ExecutePipeline() Kind {
 // person.
 const pipelineApproval = `has(args.pipeline) && args.pipeline.exists(s, s.step == "http_request" && has(s.method) && s.method == "POST")`
 
-func buildPipeline(spec agent.Tool, deps Deps) (Tool, error) {
+func buildPipeline(spec agent.Tool, deps kind.Deps) (kind.Tool, error) {
 	cfg := pipelineConfig{}
 	if len(spec.Config) > 0 {
-		if err := decodeConfig(spec.Config, &cfg, "execute_pipeline"); err != nil {
+		if err := kind.DecodeConfig(spec.Config, &cfg, "execute_pipeline"); err != nil {
 			return nil, err
 		}
 	}
@@ -145,7 +146,7 @@ func credentialScope(creds []egress.Credential) string {
 type pipelineTool struct {
 	cfg   pipelineConfig
 	ttl   time.Duration
-	deps  Deps
+	deps  kind.Deps
 	creds []egress.Credential
 	// approval is the tool's policy: a composite promoted from its runs
 	// keeps it.
@@ -155,21 +156,21 @@ type pipelineTool struct {
 	cacheScope string
 }
 
-func (t *pipelineTool) Run(ctx context.Context, call Call) (Output, error) {
+func (t *pipelineTool) Run(ctx context.Context, call kind.Call) (kind.Output, error) {
 	p, err := pipeline.Decode(call.Args)
 	if err != nil {
-		return Output{}, err
+		return kind.Output{}, err
 	}
 	out, err := t.run(ctx, call, p)
 	if err != nil {
-		return Output{}, err
+		return kind.Output{}, err
 	}
 	return t.promote(ctx, call, p, out), nil
 }
 
 // run runs a decoded pipeline: from the tenant's cache when it holds the
 // result, else with the tenant's egress, credentials and data.
-func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) (Output, error) {
+func (t *pipelineTool) run(ctx context.Context, call kind.Call, p pipeline.Pipeline) (kind.Output, error) {
 	key := "execute_pipeline:" + t.cacheScope + ":" + pipeline.Key(p)
 	if t.ttl > 0 {
 		if out, ok, err := call.Cache.Get(ctx, key); err == nil && ok {
@@ -178,7 +179,7 @@ func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) 
 	}
 	creds, err := egress.NewCredentials(t.deps.Secrets, t.creds)
 	if err != nil {
-		return Output{}, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: %v", err)
+		return kind.Output{}, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: %v", err)
 	}
 	client := creds.Client(call.HTTP)
 	call.Progress("running " + count(len(p.Steps), "step"))
@@ -197,15 +198,15 @@ func (t *pipelineTool) run(ctx context.Context, call Call, p pipeline.Pipeline) 
 		JQ:     t.deps.JQ,
 	})
 	if err != nil {
-		return Output{}, err
+		return kind.Output{}, err
 	}
 	data, err := json.Marshal(res.Value)
 	if err != nil {
-		return Output{}, fmt.Errorf("encode the result: %w", err)
+		return kind.Output{}, fmt.Errorf("encode the result: %w", err)
 	}
-	out := Output{Text: summary(len(p.Steps), res), Data: data, ShowData: true, Preview: preview(res)}
+	out := kind.Output{Text: summary(len(p.Steps), res), Data: data, ShowData: true, Preview: preview(res)}
 	for _, f := range res.Files {
-		out.Files = append(out.Files, File{Name: f.Name, MIMEType: f.ContentType, Ref: f.Ref})
+		out.Files = append(out.Files, kind.File{Name: f.Name, MIMEType: f.ContentType, Ref: f.Ref})
 	}
 	if t.ttl > 0 {
 		if err := call.Cache.Put(ctx, key, out, t.ttl); err != nil {
@@ -271,7 +272,7 @@ const maxLoadBytes = 64 << 20
 // tenant's (a file, a tool's data) with its stored content type, so that
 // a CSV file is read as CSV; anything else (a turn's result) as Data
 // reads it, as JSON.
-func load(ctx context.Context, call Call, ref string) ([]byte, string, error) {
+func load(ctx context.Context, call kind.Call, ref string) ([]byte, string, error) {
 	b, err := call.OpenBlob(ctx, ref)
 	if err != nil {
 		if !agent.IsCode(err, agent.CodeNotFound) && !agent.IsCode(err, agent.CodeInvalid) {
@@ -300,7 +301,7 @@ func load(ctx context.Context, call Call, ref string) ([]byte, string, error) {
 // from the tenant's blobs as it is sent, and a response kept as a file is
 // written to them as it arrives (Call.OpenBlob, Call.WriteBlob), up to
 // MaxBlobBytes whatever the egress cap for bodies held in memory.
-func fetch(ctx context.Context, call Call, client *http.Client, req pipeline.Request) (pipeline.Response, error) {
+func fetch(ctx context.Context, call kind.Call, client *http.Client, req pipeline.Request) (pipeline.Response, error) {
 	u, err := url.Parse(req.URL)
 	if err != nil {
 		return pipeline.Response{}, agent.Errorf(agent.CodeInvalid, "url %q: %v", req.URL, err)
@@ -322,7 +323,7 @@ func fetch(ctx context.Context, call Call, client *http.Client, req pipeline.Req
 		body, size, contentType = bytes.NewReader(req.Body), int64(len(req.Body)), "application/json"
 	}
 	if req.AsFile {
-		ctx = egress.Streamed(ctx, MaxBlobBytes)
+		ctx = egress.Streamed(ctx, kind.MaxBlobBytes)
 	}
 	hreq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
 	if err != nil {
@@ -428,7 +429,7 @@ func cleanURLError(shown string, err error) error {
 
 // promote records the run of p for auto-promotion and, when this run made
 // it a composite tool, tells the model so.
-func (t *pipelineTool) promote(ctx context.Context, call Call, p pipeline.Pipeline, out Output) Output {
+func (t *pipelineTool) promote(ctx context.Context, call kind.Call, p pipeline.Pipeline, out kind.Output) kind.Output {
 	if t.deps.Composites == nil || call.JobID == "" {
 		return out
 	}

@@ -1,4 +1,4 @@
-package tools
+package openapitool_test
 
 import (
 	"context"
@@ -17,6 +17,10 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/approval"
 	"github.com/agentflow/agentflow/internal/egress"
+
+	"github.com/agentflow/agentflow/internal/tools"
+	. "github.com/agentflow/agentflow/internal/tools/kind"
+	. "github.com/agentflow/agentflow/internal/tools/openapitool"
 )
 
 // urlEntry is an entry whose calls name their document, from the CRM's
@@ -44,7 +48,7 @@ func urlEntry(t *testing.T, crm *crmServer, extra map[string]any, approval strin
 // an egress client that allows every server given.
 type urlCaller struct {
 	t      *testing.T
-	r      *Registry
+	r      *tools.Registry
 	spec   agent.Tool
 	client *http.Client
 	tenant string
@@ -62,7 +66,7 @@ func newURLCaller(t *testing.T, spec agent.Tool, deps Deps, servers ...*crmServe
 	if deps.Secrets == nil {
 		deps.Secrets = secretsOf(map[string]string{"CRM_KEY": crmKey}).Secrets
 	}
-	r, err := NewRegistry(deps, OpenAPIAction())
+	r, err := tools.NewRegistry(deps, OpenAPIAction())
 	require.NoError(t, err)
 	return &urlCaller{t: t, r: r, spec: spec, client: loopbackOpen(t).Client(p), tenant: "demo"}
 }
@@ -91,7 +95,7 @@ func TestOpenAPIURLCalls(t *testing.T) {
 	require.Equal(t, []string{"openapi_url", "operation_id"}, params.Required)
 	require.JSONEq(t, `{"type": "string", "enum": ["crm", "other"], "description": "the named credentials to call the API with"}`, string(params.Properties["auth_profile"]))
 	require.Equal(t, agent.ApprovalAlways, spec.Approval, "any method: every call waits for a person")
-	_, err := buildOpenAPI(spec, Deps{}.WithDefaults())
+	_, err := BuildOpenAPI(spec, Deps{}.WithDefaults())
 	require.NoError(t, err)
 
 	c := newURLCaller(t, spec, Deps{}, crm, elsewhere)
@@ -250,7 +254,7 @@ func TestOpenAPIURLApproval(t *testing.T) {
 	const rule = `args.auth_profile == "crm" || !args.openapi_url.startsWith("https://docs.example/")`
 	spec := urlEntry(t, crm, nil, rule)
 	require.Equal(t, rule, spec.Approval, "the catalog's own policy is kept")
-	r, err := NewRegistry(Deps{}, OpenAPIAction())
+	r, err := tools.NewRegistry(Deps{}, OpenAPIAction())
 	require.NoError(t, err)
 	checker, err := approval.NewChecker()
 	require.NoError(t, err)
@@ -284,7 +288,7 @@ func TestOpenAPIURLConfig(t *testing.T) {
 		{`{"openapi_url": {"allowed_hosts": ["docs.example"]}, "auth_profiles": {"a b": {"host": "api.example", "auth": [{"type": "bearer", "secret": "env:K"}]}}}`, `auth_profiles: "a b": a profile's name is letters`},
 		{`{"openapi_url": {"allowed_hosts": ["docs.example"]}, "methods": ["get"]}`, `methods[0] "get": want one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE`},
 	} {
-		_, err := buildOpenAPI(entry(tt.config, ""), Deps{}.WithDefaults())
+		_, err := BuildOpenAPI(entry(tt.config, ""), Deps{}.WithDefaults())
 		require.True(t, agent.IsCode(err, agent.CodeInvalid), "%s: %v", tt.config, err)
 		require.ErrorContains(t, err, "openapi_action config: "+tt.want, tt.config)
 		require.NotContains(t, err.Error(), "sk-live-1")
@@ -308,7 +312,7 @@ func TestOpenAPIPinnedProfiles(t *testing.T) {
 	require.Contains(t, string(spec.Parameters), `"enum":["searchCustomers","getCustomer","listOrders"]`, "GET operations only")
 	require.Equal(t, agent.ApprovalNever, spec.Approval)
 	c := &urlCaller{t: t, spec: spec, client: s.client(t), tenant: "demo"}
-	c.r, err = NewRegistry(secretsOf(map[string]string{"CRM_KEY": crmKey}), OpenAPIAction())
+	c.r, err = tools.NewRegistry(secretsOf(map[string]string{"CRM_KEY": crmKey}), OpenAPIAction())
 	require.NoError(t, err)
 	_, err = c.call(`{"operation_id": "getCustomer", "params": {"customerId": 1}, "auth_profile": "reader"}`)
 	require.NoError(t, err)
