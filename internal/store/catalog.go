@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -396,11 +395,9 @@ func resolveTools(ctx context.Context, tx pgx.Tx, tenantID string, a agent.Agent
 		}
 		var spec []byte
 		err := tx.QueryRow(ctx, sqlActiveToolSpec, tenantID, t.Name).Scan(&spec)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q: unknown tool %q", tenantID, a.ID, t.Name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("tenant %q: agent %q: load tool %q: %w", tenantID, a.ID, t.Name, err)
+		if err := oneRow(err, agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q: unknown tool %q", tenantID, a.ID, t.Name),
+			"tenant %q: agent %q: load tool %q", tenantID, a.ID, t.Name); err != nil {
+			return nil, err
 		}
 		var st agent.Tool
 		if err := json.Unmarshal(spec, &st); err != nil {

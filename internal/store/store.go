@@ -259,3 +259,15 @@ func collect[T any](ctx context.Context, q querier, scan pgx.RowToFunc[T], sql s
 	}
 	return pgx.CollectRows(rows, scan)
 }
+
+// oneRow is the error of a query for one row: notFound when there was
+// none, err wrapped as format says otherwise, nil when it found the row.
+func oneRow(err, notFound error, format string, args ...any) error {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return notFound
+	case err != nil:
+		return fmt.Errorf(format+": %w", append(args, err)...)
+	}
+	return nil
+}
