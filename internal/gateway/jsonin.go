@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
@@ -31,11 +32,7 @@ func JSONObject(what string, data []byte, known []string) (map[string]json.RawMe
 	if JSONKind(data) != '{' || json.Unmarshal(data, &fields) != nil {
 		return nil, agent.Errorf(agent.CodeInvalid, "%s is not a JSON object", what)
 	}
-	names := make([]string, 0, len(fields))
-	for n := range fields {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(fields))
 	for _, n := range names {
 		if !slices.Contains(known, n) {
 			return nil, agent.Errorf(agent.CodeInvalid, "%s: unknown member %q (known: %s)", what, words.Clip(n, MaxQuoted), strings.Join(known, ", "))
