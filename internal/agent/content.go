@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -59,12 +60,7 @@ var ImageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 // IsImageType reports whether t is one of ImageTypes.
 func IsImageType(t string) bool {
-	for _, it := range ImageTypes {
-		if t == it {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(ImageTypes, t)
 }
 
 // Validate checks a part of a request; at says where it is, for the

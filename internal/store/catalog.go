@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -57,12 +58,7 @@ type ApplyReport struct {
 
 // Changed reports whether anything was created or updated.
 func (r ApplyReport) Changed() bool {
-	for _, c := range r.Changes {
-		if c.Action != ActionUnchanged {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.Changes, func(c Change) bool { return c.Action != ActionUnchanged })
 }
 
 // ApplyCatalog stores the catalog in one transaction: all of it or, on any
