@@ -78,8 +78,7 @@ func stackCmd(ctx context.Context, args []string, out io.Writer) error {
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 30 * time.Second
 	err = cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		return exitError(exit.ExitCode())
 	}
 	return err

@@ -196,8 +196,7 @@ func ReadBody(r *http.Request) ([]byte, error) {
 // bodyReadError is a failed read of a body, with the HTTP status that
 // says why.
 func bodyReadError(err error) error {
-	var e *intake.Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*intake.Error](err); ok {
 		return WithHTTPStatus(e.Status, e)
 	}
 	return agent.Errorf(agent.CodeInvalid, "the request body could not be read")

@@ -351,8 +351,7 @@ func checkJQ(q string) error {
 	}
 	parsed, err := gojq.Parse(q)
 	if err != nil {
-		var pe *gojq.ParseError
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[*gojq.ParseError](err); ok {
 			return invalidf("query %q: %v at byte %d", words.Clip(q, 200), err, pe.Offset)
 		}
 		return invalidf("query %q: %v", words.Clip(q, 200), err)

@@ -11,8 +11,7 @@ import (
 
 // fault classifies an error the interpreter returned.
 func (it *interp) fault(err error) error {
-	var ie *goja.InterruptedError
-	if errors.As(err, &ie) {
+	if ie, ok := errors.AsType[*goja.InterruptedError](err); ok {
 		if s, ok := ie.Value().(*stop); ok {
 			return s.err
 		}
@@ -20,12 +19,10 @@ func (it *interp) fault(err error) error {
 	if it.stopped != nil {
 		return it.stopped
 	}
-	var so *goja.StackOverflowError
-	if errors.As(err, &so) {
+	if _, ok := errors.AsType[*goja.StackOverflowError](err); ok {
 		return &Error{Kind: KindRuntime, Message: fmt.Sprintf("RangeError: maximum call stack size (%d) exceeded", maxStack)}
 	}
-	var ex *goja.Exception
-	if errors.As(err, &ex) {
+	if ex, ok := errors.AsType[*goja.Exception](err); ok {
 		return it.thrown(ex.Value())
 	}
 	return fmt.Errorf("run the program: %w", err)

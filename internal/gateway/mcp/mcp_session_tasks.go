@@ -222,8 +222,7 @@ func (m *mcpServer) callAsSessionTask(ctx context.Context, req *mcp.CallToolRequ
 // params, the rest internal errors; each says no more than other doors
 // do.
 func (m *mcpServer) startError(ctx context.Context, err error) *jsonrpc.Error {
-	var jerr *jsonrpc.Error
-	if errors.As(err, &jerr) {
+	if jerr, ok := errors.AsType[*jsonrpc.Error](err); ok {
 		return jerr
 	}
 	var code int64 = jsonrpc.CodeInternalError
