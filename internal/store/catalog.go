@@ -267,12 +267,8 @@ func applySettings(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, chang
 		if egress == nil {
 			egress = []string{}
 		}
-		tag, err := tx.Exec(ctx, sqlSetTenantEgress, tc.TenantID, egress)
-		if err != nil {
-			return fmt.Errorf("tenant %q: set egress: %w", tc.TenantID, err)
-		}
-		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
-			change.Action = ActionUpdated
+		if err := setTenant(ctx, tx, change, sqlSetTenantEgress, tc.TenantID, "egress", egress); err != nil {
+			return err
 		}
 	}
 	if tc.ReplacePII {
@@ -280,22 +276,25 @@ func applySettings(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, chang
 		if len(tc.PII) > 0 && string(tc.PII) != "null" {
 			pii = tc.PII
 		}
-		tag, err := tx.Exec(ctx, sqlSetTenantPII, tc.TenantID, pii)
-		if err != nil {
-			return fmt.Errorf("tenant %q: set pii: %w", tc.TenantID, err)
-		}
-		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
-			change.Action = ActionUpdated
+		if err := setTenant(ctx, tx, change, sqlSetTenantPII, tc.TenantID, "pii", pii); err != nil {
+			return err
 		}
 	}
 	if tc.PromoteAfter != nil {
-		tag, err := tx.Exec(ctx, sqlSetPromoteAfter, tc.TenantID, *tc.PromoteAfter)
-		if err != nil {
-			return fmt.Errorf("tenant %q: set promote_after: %w", tc.TenantID, err)
-		}
-		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
-			change.Action = ActionUpdated
-		}
+		return setTenant(ctx, tx, change, sqlSetPromoteAfter, tc.TenantID, "promote_after", *tc.PromoteAfter)
+	}
+	return nil
+}
+
+// setTenant runs sql, which sets the tenant's what to v; a row changed
+// marks the tenant updated.
+func setTenant(ctx context.Context, tx pgx.Tx, change *Change, sql, tenantID, what string, v any) error {
+	tag, err := tx.Exec(ctx, sql, tenantID, v)
+	if err != nil {
+		return fmt.Errorf("tenant %q: set %s: %w", tenantID, what, err)
+	}
+	if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
+		change.Action = ActionUpdated
 	}
 	return nil
 }
