@@ -23,6 +23,7 @@
 package agentflow
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -128,9 +129,7 @@ func Run(ctx context.Context, o Options, logger *zap.Logger) error {
 
 // probe asks a worker's /healthz whether it is healthy.
 func probe(addr string) error {
-	if addr == "" {
-		addr = "127.0.0.1:9090"
-	}
+	addr = cmp.Or(addr, "127.0.0.1:9090")
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("AGENTFLOW_HTTP_ADDR=%q: %w", addr, err)

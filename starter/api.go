@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -45,8 +46,8 @@ func (f apiFlags) dialTurn(ctx context.Context, fs *flag.FlagSet, args []string,
 
 func addAPIFlags(fs *flag.FlagSet) apiFlags {
 	return apiFlags{
-		addr:  fs.String("addr", envOr("AGENTFLOW_GRPC_ADDR", "127.0.0.1:50051"), "gateway address (AGENTFLOW_GRPC_ADDR)"),
-		token: fs.String("token", envOr("AGENTFLOW_TOKEN", devToken), "bearer token (AGENTFLOW_TOKEN); it names the tenant"),
+		addr:  fs.String("addr", cmp.Or(os.Getenv("AGENTFLOW_GRPC_ADDR"), "127.0.0.1:50051"), "gateway address (AGENTFLOW_GRPC_ADDR)"),
+		token: fs.String("token", cmp.Or(os.Getenv("AGENTFLOW_TOKEN"), devToken), "bearer token (AGENTFLOW_TOKEN); it names the tenant"),
 	}
 }
 

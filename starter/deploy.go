@@ -38,10 +38,10 @@ func deployCmd(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("deploy: want rollout\n%s", deployUsage)
 	}
 	fs := newFlagSet("deploy rollout", deployUsage)
-	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
-	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
+	address := fs.String("address", cmp.Or(os.Getenv("TEMPORAL_ADDRESS"), "127.0.0.1:7233"), "Temporal frontend host:port")
+	namespace := fs.String("namespace", cmp.Or(os.Getenv("TEMPORAL_NAMESPACE"), "default"), "Temporal namespace")
 	dbURL := fs.String("database-url", os.Getenv("DATABASE_URL"), "the PostgreSQL database (DATABASE_URL)")
-	deployment := fs.String("deployment", envOr("AGENTFLOW_DEPLOYMENT_NAME", contract.Product), "the worker deployment")
+	deployment := fs.String("deployment", cmp.Or(os.Getenv("AGENTFLOW_DEPLOYMENT_NAME"), contract.Product), "the worker deployment")
 	o := rollout.Options{Thresholds: rollout.DefaultThresholds}
 	fs.StringVar(&o.Build, "build", "", "the build to roll out")
 	steps := fs.String("steps", "10,50,100", "the percentages of new turns, in order; 100 makes the build current")

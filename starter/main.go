@@ -149,10 +149,3 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return exitError(2)
 	}
 }
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,9 +32,9 @@ func runCmd(ctx context.Context, args []string, out io.Writer) error {
 	schema := fs.String("output-schema", "", "a JSON Schema (of a JSON object) the answer must match, or @file holding one; the answer is printed as that object")
 	fs.StringVar(&req.Model, "model", "", `the model to call instead of the agent's, "provider:model" (one the agent lists in models_allowed)`)
 	asJSON := fs.Bool("json", false, "print the whole TurnResult as JSON")
-	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
-	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
-	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue), "task queue")
+	address := fs.String("address", cmp.Or(os.Getenv("TEMPORAL_ADDRESS"), "127.0.0.1:7233"), "Temporal frontend host:port")
+	namespace := fs.String("namespace", cmp.Or(os.Getenv("TEMPORAL_NAMESPACE"), "default"), "Temporal namespace")
+	taskQueue := fs.String("task-queue", cmp.Or(os.Getenv("AGENTFLOW_TASK_QUEUE"), contract.TaskQueue), "task queue")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

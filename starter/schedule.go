@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -27,9 +29,9 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 	model := fs.String("model", "", `the model the runs call instead of the agent's, "provider:model" (one the agent lists in models_allowed)`)
 	every := fs.Duration("every", 0, "run every interval, e.g. 1h")
 	cron := fs.String("cron", "", "run on a cron spec, e.g. '0 9 * * MON-FRI'")
-	address := fs.String("address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
-	namespace := fs.String("namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
-	taskQueue := fs.String("task-queue", envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue), "task queue")
+	address := fs.String("address", cmp.Or(os.Getenv("TEMPORAL_ADDRESS"), "127.0.0.1:7233"), "Temporal frontend host:port")
+	namespace := fs.String("namespace", cmp.Or(os.Getenv("TEMPORAL_NAMESPACE"), "default"), "Temporal namespace")
+	taskQueue := fs.String("task-queue", cmp.Or(os.Getenv("AGENTFLOW_TASK_QUEUE"), contract.TaskQueue), "task queue")
 	session := fs.String("session", "", "run each turn in this session, with its transcript (default: a fresh context, no session)")
 	sessionEnd := fs.String("session-end", "", `what each run's end does to --session: "close" (it takes no more messages) or "mark" (inactive until its next turn)`)
 	var deliverTo deliverFlag

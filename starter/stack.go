@@ -78,8 +78,7 @@ func stackCmd(ctx context.Context, args []string, out io.Writer) error {
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 30 * time.Second
 	err = cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
+	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		return exitError(exit.ExitCode())
 	}
 	return err
@@ -182,7 +181,7 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod prod
 	if db := *prod.temporalDB; db != "file" && db != "memory" {
 		return nil, fmt.Errorf("--temporal-db %q: want file or memory", db)
 	}
-	logger, err := server.NewLogger("console", envOr("AGENTFLOW_LOG_LEVEL", "warn"))
+	logger, err := server.NewLogger("console", cmp.Or(os.Getenv("AGENTFLOW_LOG_LEVEL"), "warn"))
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +376,7 @@ const flightsAddr = "127.0.0.1:8089"
 // (default flightsAddr; "off" does not). A port already taken is most
 // likely another local stack serving it: the data agent uses that one.
 func (l *local) serveFlights(out io.Writer) {
-	addr := envOr("AGENTFLOW_FLIGHTS_ADDR", flightsAddr)
+	addr := cmp.Or(os.Getenv("AGENTFLOW_FLIGHTS_ADDR"), flightsAddr)
 	if addr == "off" {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -59,12 +60,7 @@ var ImageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 // IsImageType reports whether t is one of ImageTypes.
 func IsImageType(t string) bool {
-	for _, it := range ImageTypes {
-		if t == it {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(ImageTypes, t)
 }
 
 // Validate checks a part of a request; at says where it is, for the
@@ -143,15 +139,7 @@ func CASDigest(ref string) (string, bool) {
 }
 
 func isLowerHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) == n && !strings.ContainsFunc(s, func(c rune) bool { return (c < '0' || c > '9') && (c < 'a' || c > 'f') })
 }
 
 // ValidateParts checks a request's parts.

@@ -72,15 +72,13 @@ func describeJSONError(err error) string {
 		}
 		return fmt.Sprintf("unknown field %s: the v1 job protocol has no such field (check its spelling)", field)
 	}
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
+	if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		if typeErr.Field == "" {
 			return fmt.Sprintf("the request must be a JSON object, not %s", withArticle(typeErr.Value))
 		}
 		return fmt.Sprintf("field %s must be %s, not %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()), withArticle(typeErr.Value))
 	}
-	var syntaxErr *json.SyntaxError
-	if errors.As(err, &syntaxErr) {
+	if syntaxErr, ok := errors.AsType[*json.SyntaxError](err); ok {
 		return fmt.Sprintf("the request is not valid JSON (offset %d): %v", syntaxErr.Offset, err)
 	}
 	return err.Error()

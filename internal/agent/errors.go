@@ -223,8 +223,7 @@ func WithCode(code Code, err error) error {
 // ErrorCode returns the code of the first *Error in err's chain, or
 // CodeInternal when there is none.
 func ErrorCode(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
 	return CodeInternal

@@ -11,8 +11,7 @@ import (
 func DecodeEvent(data []byte) (Event, error) {
 	var e Event
 	if err := json.Unmarshal(data, &e); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field == "" {
+		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && typeErr.Field == "" {
 			return Event{}, Errorf(CodeInvalid, "an event must be a JSON object, not %s", withArticle(typeErr.Value))
 		}
 		return Event{}, Errorf(CodeInvalid, "event: %s", describeJSONError(err))

@@ -68,10 +68,5 @@ func isIndex(s string) bool {
 	if s == "" || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
 		return false
 	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsFunc(s, func(c rune) bool { return c < '0' || c > '9' })
 }

@@ -4,7 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -164,11 +165,7 @@ func ValidateMetadata(field string, m map[string]string) error {
 	if len(m) > MaxMetadataKeys {
 		return Errorf(CodeInvalid, "%s has %d keys; the limit is %d", field, len(m), MaxMetadataKeys)
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // the first bad key, the same one every time
+	keys := slices.Sorted(maps.Keys(m)) // the first bad key, the same one every time
 	for _, k := range keys {
 		if k == "" || len(k) > MaxMetadataKey {
 			return Errorf(CodeInvalid, "%s key %q: want 1 to %d bytes", field, k, MaxMetadataKey)

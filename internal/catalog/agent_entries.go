@@ -327,8 +327,7 @@ func (l *loader) schema(s *jsonDoc, compile func(json.RawMessage) (*structured.S
 	}
 	if _, err := compile(s.raw); err != nil {
 		at := s.on(s.node)
-		var ce *structured.CompileError
-		if errors.As(err, &ce) && ce.Pointer != "" {
+		if ce, ok := errors.AsType[*structured.CompileError](err); ok && ce.Pointer != "" {
 			at = s.at(ce.Pointer)
 		}
 		l.addf(at, "%s", err)

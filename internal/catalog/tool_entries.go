@@ -191,8 +191,7 @@ func (l *loader) configSchema(kind tools.Kind, config json.RawMessage) error {
 		}
 	}
 	if err := sch.Validate(doc); err != nil {
-		var ve *jsonschema.ValidationError
-		if errors.As(err, &ve) {
+		if ve, ok := errors.AsType[*jsonschema.ValidationError](err); ok {
 			return fmt.Errorf("config of kind %s: %s", kind.Name, schemaProblems(ve))
 		}
 		return fmt.Errorf("config of kind %s: %w", kind.Name, err)

@@ -178,12 +178,7 @@ func pauses(ds []time.Duration) string {
 
 // Failed reports whether any run of any trial failed.
 func Failed(results []Result) bool {
-	for _, r := range results {
-		if r.Passed != r.Runs {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(results, func(r Result) bool { return r.Passed != r.Runs })
 }
 
 // catalog is the chaos tenant: an agent with the calculator, a pipeline

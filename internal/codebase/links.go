@@ -33,8 +33,7 @@ func Links(dir, module string, rule LinkRule) ([]string, error) {
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
 			return nil, fmt.Errorf("go list %s: %w: %s", rule.Root, err, ee.Stderr)
 		}
 		return nil, fmt.Errorf("go list %s: %w", rule.Root, err)

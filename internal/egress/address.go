@@ -3,6 +3,7 @@ package egress
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -112,12 +113,13 @@ func (p *Policy) admits(a netip.Addr, port uint16, r refusedRange) bool {
 			return true
 		}
 	}
-	for _, pfx := range p.prefixes {
-		if pfx.Contains(a) && (!r.metadata || pfx.IsSingleIP()) {
-			return true
-		}
-	}
-	return false
+	return opensAddr(p.prefixes, a, r)
+}
+
+// opensAddr reports whether one of prefixes holds a, of refused range r
+// (a metadata address only as a single-address prefix).
+func opensAddr(prefixes []netip.Prefix, a netip.Addr, r refusedRange) bool {
+	return slices.ContainsFunc(prefixes, func(pfx netip.Prefix) bool { return pfx.Contains(a) && (!r.metadata || pfx.IsSingleIP()) })
 }
 
 // resolvesTo says what a is, as host gave it.

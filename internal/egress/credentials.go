@@ -215,12 +215,7 @@ func (c *Credentials) Resolve(ctx context.Context) error {
 // Carries reports whether a request to u gets a credential.
 func (c *Credentials) Carries(u *url.URL) bool {
 	o := originOf(u)
-	for _, cr := range c.list {
-		if cr.matches(o) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.list, func(cr credential) bool { return cr.matches(o) })
 }
 
 // Redactor cleans text of every value resolved so far.

@@ -356,12 +356,7 @@ func (o *Operator) opensName(host string, port uint16) bool {
 		return false
 	}
 	name := strings.TrimSuffix(strings.ToLower(host), ".")
-	for _, n := range o.names {
-		if n.name == name && n.port == port {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(o.names, nameAt{name, port})
 }
 
 // opens reports whether the operator opened a (canonical), of refused
@@ -373,12 +368,7 @@ func (o *Operator) opens(a netip.Addr, port uint16, r refusedRange) bool {
 	if o == nil {
 		return false
 	}
-	for _, ap := range o.addrs {
-		if ap.Addr() == a && ap.Port() == port {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(o.addrs, netip.AddrPortFrom(a, port))
 }
 
 // opensEveryPort reports whether a CIDR or IP literal entry opened a
@@ -388,12 +378,7 @@ func (o *Operator) opensEveryPort(a netip.Addr, r refusedRange) bool {
 	if o == nil {
 		return false
 	}
-	for _, pfx := range o.prefixes {
-		if pfx.Contains(a) && (!r.metadata || pfx.IsSingleIP()) {
-			return true
-		}
-	}
-	return false
+	return opensAddr(o.prefixes, a, r)
 }
 
 // CheckEntry checks one entry of a tenant's allowlist: its form, as

@@ -256,12 +256,7 @@ func writeReplay(b *strings.Builder, r agent.EvalRun) {
 
 // replayedTotals reports whether any version replayed recorded cases.
 func replayedTotals(totals []agent.EvalTotals) bool {
-	for _, t := range totals {
-		if t.Replay != nil {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(totals, func(t agent.EvalTotals) bool { return t.Replay != nil })
 }
 
 // replayDiff is a diff of a replay against its recording: the answers

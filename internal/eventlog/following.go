@@ -238,23 +238,18 @@ func (fl *following) read(ctx context.Context, r logRead) (bool, error) {
 // the log is final.
 func (fl *following) catchUp(ctx context.Context, reason string) (bool, error) {
 	fl.f.count(reason)
-	p, err := fl.f.read(ctx, fl.streamID, fl.next-1)
-	if err != nil {
-		return false, err
-	}
-	if done, err := fl.deliver(p.Events); done || err != nil {
-		return done, err
-	}
 	// A page may end before the log does: a page of an earlier run of a
 	// turn that continued as new ends where that run's events do. Read on
 	// while pages bring events.
-	for len(p.Events) > 0 && fl.next < p.Next {
-		if p, err = fl.f.read(ctx, fl.streamID, fl.next-1); err != nil {
+	for more := true; more; {
+		p, err := fl.f.read(ctx, fl.streamID, fl.next-1)
+		if err != nil {
 			return false, err
 		}
 		if done, err := fl.deliver(p.Events); done || err != nil {
 			return done, err
 		}
+		more = len(p.Events) > 0 && fl.next < p.Next
 	}
 	if done, err := fl.stored(ctx); done || err != nil {
 		return done, err

@@ -93,12 +93,7 @@ func ShowsReply(events []agent.Event, content string, calls []agent.ToolCall) bo
 			args[e.Tool.CallID] += e.Tool.ArgsDelta
 		}
 	}
-	for _, tc := range calls {
-		if args[tc.ID] != tc.Arguments {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(calls, func(tc agent.ToolCall) bool { return args[tc.ID] != tc.Arguments })
 }
 
 // Behind is the batch of a live-first call whose reply is stored, made of

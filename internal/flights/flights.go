@@ -105,15 +105,7 @@ func search(w http.ResponseWriter, r *http.Request) ([]Flight, bool) {
 }
 
 func airport(code string) bool {
-	if len(code) != 3 {
-		return false
-	}
-	for _, c := range code {
-		if c < 'A' || c > 'Z' {
-			return false
-		}
-	}
-	return true
+	return len(code) == 3 && !strings.ContainsFunc(code, func(c rune) bool { return c < 'A' || c > 'Z' })
 }
 
 // Server is the API served on a local address.

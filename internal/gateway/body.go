@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,10 +84,7 @@ func newBodyBounds(o HTTPOptions, maxUpload int64) (bodyBounds, error) {
 	if total == 0 {
 		total = max(DefaultInflightBytes, client)
 	}
-	timeout := o.BodyTimeout
-	if timeout == 0 {
-		timeout = DefaultBodyTimeout
-	}
+	timeout := cmp.Or(o.BodyTimeout, DefaultBodyTimeout)
 	switch {
 	case timeout < 0:
 		return bodyBounds{}, errors.New("http api: a negative body timeout")
@@ -198,8 +196,7 @@ func ReadBody(r *http.Request) ([]byte, error) {
 // bodyReadError is a failed read of a body, with the HTTP status that
 // says why.
 func bodyReadError(err error) error {
-	var e *intake.Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*intake.Error](err); ok {
 		return WithHTTPStatus(e.Status, e)
 	}
 	return agent.Errorf(agent.CodeInvalid, "the request body could not be read")

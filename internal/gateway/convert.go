@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -166,10 +167,7 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 	case agent.EventContent:
 		out.Event = &pb.StreamEvent_Content{Content: &pb.ContentEvent{BlockJson: string(e.Content)}}
 	case agent.EventUsage:
-		u := agent.Usage{}
-		if e.Usage != nil {
-			u = *e.Usage
-		}
+		u := OrEmpty(e.Usage)
 		out.Event = &pb.StreamEvent_Usage{Usage: &pb.UsageEvent{Step: int32(e.Step), PromptTokens: int64(u.PromptTokens),
 			CompletionTokens: int64(u.CompletionTokens), TotalTokens: int64(u.TotalTokens), Model: e.Model}}
 	case agent.EventError:
@@ -177,7 +175,7 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 	case agent.EventReasoning:
 		out.Event = &pb.StreamEvent_Reasoning{Reasoning: &pb.TokenEvent{Text: e.Text, Step: int32(e.Step), Attempt: int32(e.Attempt)}}
 	case agent.EventToolArgsDelta:
-		t := ToolOrEmpty(e.Tool)
+		t := OrEmpty(e.Tool)
 		out.Event = &pb.StreamEvent_ToolArgsDelta{ToolArgsDelta: &pb.ToolArgsDeltaEvent{CallId: t.CallID, Name: t.Name,
 			ArgsDelta: t.ArgsDelta, Step: int32(e.Step), Attempt: int32(e.Attempt)}}
 	case agent.EventStepStart:
@@ -186,10 +184,7 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 		out.Event = &pb.StreamEvent_StepFinish{StepFinish: &pb.StepEvent{Step: int32(e.Step), FinishReason: e.FinishReason,
 			Usage: toPBTokenUsage(e.Usage), Model: e.Model}}
 	case agent.EventApprovalDecided:
-		t, a := ToolOrEmpty(e.Tool), agent.ApprovalEvent{}
-		if e.Approval != nil {
-			a = *e.Approval
-		}
+		t, a := OrEmpty(e.Tool), OrEmpty(e.Approval)
 		out.Event = &pb.StreamEvent_ApprovalDecided{ApprovalDecided: &pb.ApprovalDecidedEvent{CallId: t.CallID, Name: t.Name,
 			Outcome: a.Outcome, Approver: a.Approver, Reason: a.Reason, Via: a.Via, GrantId: a.GrantID}}
 	case agent.EventMessageStart:
@@ -199,32 +194,32 @@ func toPBEvent(e agent.Event) *pb.StreamEvent {
 	case agent.EventSteered:
 		out.Event = &pb.StreamEvent_Steered{Steered: &pb.SteeredEvent{Id: toPBMessage(e.Message).GetId(), Text: e.Text}}
 	case agent.EventQuestion:
-		t, q := ToolOrEmpty(e.Tool), QuestionOrEmpty(e.Question)
+		t, q := OrEmpty(e.Tool), OrEmpty(e.Question)
 		ev := &pb.QuestionEvent{CallId: t.CallID, Name: t.Name, Text: q.Text, Choices: q.Choices, AllowOther: q.AllowOther, Role: q.Role}
 		if t.Deadline != nil {
 			ev.Deadline = timestamppb.New(*t.Deadline)
 		}
 		out.Event = &pb.StreamEvent_Question{Question: ev}
 	case agent.EventQuestionAnswered:
-		t, q := ToolOrEmpty(e.Tool), QuestionOrEmpty(e.Question)
+		t, q := OrEmpty(e.Tool), OrEmpty(e.Question)
 		out.Event = &pb.StreamEvent_QuestionAnswered{QuestionAnswered: &pb.QuestionAnsweredEvent{CallId: t.CallID, Name: t.Name,
 			Outcome: q.Outcome, Answerer: q.Answerer, Via: q.Via}}
 	case agent.EventCustom:
-		c, t := agent.CustomEvent{}, ToolOrEmpty(e.Tool)
-		if e.Custom != nil {
-			c = *e.Custom
-		}
+		c, t := OrEmpty(e.Custom), OrEmpty(e.Tool)
 		out.Event = &pb.StreamEvent_Custom{Custom: &pb.CustomEvent{Name: c.Name, Id: c.ID, ValueJson: string(c.Value),
 			CallId: t.CallID, Tool: t.Name}}
 	}
 	return out
 }
 
-func ToolOrEmpty(t *agent.ToolEvent) agent.ToolEvent {
-	if t == nil {
-		return agent.ToolEvent{}
+// OrEmpty is what p points to; the zero value for nil (an event's
+// payload a malformed event lacks).
+func OrEmpty[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
 	}
-	return *t
+	return *p
 }
 
 func toPBTokenUsage(u *agent.Usage) *pb.TokenUsage {
@@ -395,21 +390,11 @@ func toPBAgent(a agent.Agent, isDefault bool) *pb.AgentInfo {
 			ApprovalTimeoutSec: int32(l.ApprovalTimeoutSec), MaxOutputTokens: int32(l.MaxOutputTokens),
 			TurnsPerMinute: int32(l.TurnsPerMinute)}, Expose: a.Expose}
 	for _, t := range a.Tools {
-		approval := t.Approval
-		if approval == "" {
-			approval = agent.ApprovalNever
-		}
+		approval := cmp.Or(t.Approval, agent.ApprovalNever)
 		out.Tools = append(out.Tools, &pb.ToolInfo{Name: t.Name, Kind: t.Kind, Description: t.Description,
 			ParametersJson: string(t.Parameters), Approval: approval, Source: t.Entry(), FromToolkit: t.FromToolkit})
 	}
 	return out
-}
-
-func QuestionOrEmpty(q *agent.QuestionEvent) agent.QuestionEvent {
-	if q == nil {
-		return agent.QuestionEvent{}
-	}
-	return *q
 }
 
 func toPBQuestion(q agent.PendingQuestion) *pb.PendingQuestion {

@@ -129,8 +129,7 @@ func (a *HTTPAPI) Refuse(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client has gone
 	}
 	p := a.ProblemOf(r.Context(), err)
-	var hs *HTTPStatusError
-	if errors.As(err, &hs) {
+	if hs, ok := errors.AsType[*HTTPStatusError](err); ok {
 		p.Status = hs.Status
 	}
 	WriteProblem(w, p)

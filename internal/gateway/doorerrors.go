@@ -117,9 +117,6 @@ type DoorErrors struct {
 	Errors map[agent.Code]DoorError
 }
 
-// Of is how the door answers an error of code.
-func (d DoorErrors) Of(code agent.Code) DoorError { return d.Errors[ClassOf(code)] }
-
 // NewDoorErrors is the row of a door whose answer to each class is
 // of(class): the function the door renders its errors with, so that the
 // row and the answers are one.

@@ -49,8 +49,7 @@ const ProblemContentType = "application/problem+json"
 // handlers could not read.
 func (a *HTTPAPI) writeError(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
 	httpStatus := 0
-	var hs *runtime.HTTPStatusError
-	if errors.As(err, &hs) {
+	if hs, ok := errors.AsType[*runtime.HTTPStatusError](err); ok {
 		httpStatus, err = hs.HTTPStatus, hs.Err
 	}
 	st := status.Convert(err)

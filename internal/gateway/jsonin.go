@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
@@ -21,25 +22,31 @@ func JSONKind(raw []byte) byte { return intake.JSONKind(raw) }
 
 // JSONObject reads data as one JSON object whose members are all in known.
 func JSONObject(what string, data []byte, known []string) (map[string]json.RawMessage, error) {
+	fields, err := BodyObject(data, what+" is empty: want a JSON object", what+" is not a JSON object")
+	if err != nil {
+		return nil, err
+	}
+	names := slices.Sorted(maps.Keys(fields))
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			return nil, agent.Errorf(agent.CodeInvalid, "%s: unknown member %q (known: %s)", what, words.Clip(n, MaxQuoted), strings.Join(known, ", "))
+		}
+	}
+	return fields, nil
+}
+
+// BodyObject reads data as one JSON object, its members unread; one that
+// is empty, or another value, is refused with the door's words for it.
+func BodyObject(data []byte, empty, notObject string) (map[string]json.RawMessage, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, agent.Errorf(agent.CodeInvalid, "%s is empty: want a JSON object", what)
+		return nil, agent.Errorf(agent.CodeInvalid, "%s", empty)
 	}
 	if err := OneJSONValue(data); err != nil {
 		return nil, agent.Errorf(agent.CodeInvalid, "%s", err)
 	}
 	var fields map[string]json.RawMessage
 	if JSONKind(data) != '{' || json.Unmarshal(data, &fields) != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "%s is not a JSON object", what)
-	}
-	names := make([]string, 0, len(fields))
-	for n := range fields {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		if !slices.Contains(known, n) {
-			return nil, agent.Errorf(agent.CodeInvalid, "%s: unknown member %q (known: %s)", what, words.Clip(n, MaxQuoted), strings.Join(known, ", "))
-		}
+		return nil, agent.Errorf(agent.CodeInvalid, "%s", notObject)
 	}
 	return fields, nil
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/url"
@@ -245,8 +246,6 @@ func namedUser(q namedUserQuery) (string, error) {
 	case len(subject) > agent.MaxSubjectLength || len(issuer) > agent.MaxIssuerLength:
 		return "", agent.Errorf(agent.CodeInvalid, "subject or issuer is too long")
 	}
-	if issuer == "" {
-		issuer = agent.IssuerStaticToken
-	}
+	issuer = cmp.Or(issuer, agent.IssuerStaticToken)
 	return (&agent.Caller{Issuer: issuer, Subject: subject}).Principal(), nil
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -135,9 +136,7 @@ func New(o Options) (*Service, error) {
 			return nil, fmt.Errorf("gateway: token %q: make tokens with NewToken or ParseTokens", t.Name)
 		}
 	}
-	if o.TaskQueue == "" {
-		o.TaskQueue = contract.TaskQueue
-	}
+	o.TaskQueue = cmp.Or(o.TaskQueue, contract.TaskQueue)
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}

@@ -48,16 +48,13 @@ func (l *streamSlots) take(tenant string) (release func(), err error) {
 			"tenant %q has %d streams open on this gateway, its limit (AGENTFLOW_MAX_STREAMS_PER_TENANT): close one, or try again later", tenant, l.max)
 	}
 	l.open[tenant]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if l.open[tenant]--; l.open[tenant] <= 0 {
-				delete(l.open, tenant)
-			}
-		})
-	}, nil
+	return sync.OnceFunc(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.open[tenant]--; l.open[tenant] <= 0 {
+			delete(l.open, tenant)
+		}
+	}), nil
 }
 
 // streamHeldKey marks a context that holds a slot of its tenant's streams.

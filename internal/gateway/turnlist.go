@@ -138,8 +138,7 @@ func (q TurnQuery) visibility(tenant, taskQueue string, hidePersons bool) (strin
 // listError classifies a visibility error: a page token Temporal does
 // not take is the caller's error, any other is the server's.
 func listError(err error) error {
-	var invalid *serviceerror.InvalidArgument
-	if errors.As(err, &invalid) {
+	if _, ok := errors.AsType[*serviceerror.InvalidArgument](err); ok {
 		return agent.Errorf(agent.CodeInvalid, "the page token is not one this listing gave")
 	}
 	return agent.WithCode(agent.CodeUnavailable, fmt.Errorf("list turns: %w", err))

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math/big"
 	"regexp"
 	"slices"
@@ -317,11 +318,7 @@ func (v *Vault) Put(placeholder, value string) {
 
 // Entries returns the vault's placeholders and values.
 func (v *Vault) Entries() map[string]string {
-	out := make(map[string]string, len(v.values))
-	for p, val := range v.values {
-		out[p] = val
-	}
-	return out
+	return maps.Clone(v.values)
 }
 
 var placeholderRE = regexp.MustCompile(`\[([A-Z][A-Z0-9_]*)_(\d+)\]`)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"unicode/utf8"
@@ -220,9 +221,7 @@ func (s *Store) Prepare(doc agent.Document, text string) (agent.Document, []agen
 	chunks := make([]agent.Chunk, len(pieces))
 	for i, p := range pieces {
 		md := make(map[string]string, len(doc.Metadata)+1)
-		for k, v := range doc.Metadata {
-			md[k] = v
-		}
+		maps.Copy(md, doc.Metadata)
 		if p.Heading != "" {
 			md["heading"] = p.Heading
 		}

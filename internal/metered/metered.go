@@ -181,12 +181,10 @@ func (g *Gates) refused(ctx context.Context, model string, err error) {
 // Retry-After or rate-limit reset headers), as the model layer
 // (*llm.Error) or a classified failure (*agent.Error) says; 0 for none.
 func RetryAfter(err error) time.Duration {
-	var le *llm.Error
-	if errors.As(err, &le) {
+	if le, ok := errors.AsType[*llm.Error](err); ok {
 		return le.RetryAfter
 	}
-	var ae *agent.Error
-	if errors.As(err, &ae) {
+	if ae, ok := errors.AsType[*agent.Error](err); ok {
 		return ae.RetryAfter
 	}
 	return 0

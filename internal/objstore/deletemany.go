@@ -51,8 +51,7 @@ func (s *Store) deleteObjects(ctx context.Context, keys []string) error {
 		Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
 	})
 	if err != nil {
-		var re *awshttp.ResponseError
-		if errors.As(err, &re) && (re.HTTPStatusCode() == http.StatusNotImplemented || re.HTTPStatusCode() == http.StatusMethodNotAllowed) {
+		if re, ok := errors.AsType[*awshttp.ResponseError](err); ok && (re.HTTPStatusCode() == http.StatusNotImplemented || re.HTTPStatusCode() == http.StatusMethodNotAllowed) {
 			return errNoMultiDelete
 		}
 		return s.failed("delete", fmt.Sprintf("%d objects", len(keys)), err)

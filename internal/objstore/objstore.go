@@ -260,8 +260,7 @@ func (r *checkedReader) Close() error { return r.body.Close() }
 // else agent.CodeUnavailable (a store that is down, slow or refuses us is
 // never data that is gone).
 func (s *Store) failed(op, key string, err error) error {
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
+	if re, ok := errors.AsType[*awshttp.ResponseError](err); ok && re.HTTPStatusCode() == http.StatusNotFound {
 		return fmt.Errorf("object store: %s %s: %w", op, key, ErrNotFound)
 	}
 	return agent.WithCode(agent.CodeUnavailable, fmt.Errorf("object store: %s %s: %w: %w", op, key, ErrUnavailable, err))

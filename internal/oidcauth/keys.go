@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -196,7 +197,7 @@ func (ks *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	var keys []jose.JSONWebKey
 	for _, raw := range doc.Keys {
 		var k jose.JSONWebKey
-		if json.Unmarshal(raw, &k) != nil || k.Use == "enc" || k.Algorithm != "" && !knownAlg(ks.algs, k.Algorithm) {
+		if json.Unmarshal(raw, &k) != nil || k.Use == "enc" || k.Algorithm != "" && !slices.Contains(ks.algs, jose.SignatureAlgorithm(k.Algorithm)) {
 			continue
 		}
 		// A symmetric key has no public half, and is no issuer's to publish.
@@ -208,15 +209,6 @@ func (ks *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 		return nil, fmt.Errorf("key set %s: no signing key agentflow can use (of %d)", ks.url, len(doc.Keys))
 	}
 	return keys, nil
-}
-
-func knownAlg(algs []jose.SignatureAlgorithm, alg string) bool {
-	for _, a := range algs {
-		if string(a) == alg {
-			return true
-		}
-	}
-	return false
 }
 
 // state is the key set's last fetch, for health checks.

@@ -3,6 +3,7 @@ package openapi
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
@@ -44,7 +45,7 @@ func DecodeArgs(raw []byte, also ...string) (Args, error) {
 		return Args{}, agent.Errorf(agent.CodeInvalid, `the arguments must be a JSON object: {"operation_id": "...", "params": {...}, "body": ...}`)
 	}
 	var a Args
-	for _, k := range slices.Sorted(mapsKeys(fields)) {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		v := fields[k]
 		switch k {
 		case "operation_id":
@@ -93,16 +94,6 @@ func errUnknownArg(k string, also []string) error {
 	names := append([]string{"operation_id", "params", "body"}, also...)
 	list := strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 	return agent.Errorf(agent.CodeInvalid, "unknown argument %q: the arguments are %s", words.Clip(k, 40), list)
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // decodeValue decodes JSON with numbers kept as json.Number, so that they

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -89,7 +90,7 @@ func paramText(key string, p *openapi3.Parameter) string {
 // bodyText is `Body (application/json, required): object {…}.`
 func bodyText(rb *openapi3.RequestBody) string {
 	mt := bodyType(rb.Content)
-	parts := []string{cmp.Or(mt, strings.Join(slices.Sorted(mapsKeys(rb.Content)), ", "))}
+	parts := []string{cmp.Or(mt, strings.Join(slices.Sorted(maps.Keys(rb.Content)), ", "))}
 	if rb.Required {
 		parts = append(parts, "required")
 	}
@@ -130,7 +131,7 @@ func schemaText(ref *openapi3.SchemaRef, depth int) string {
 		}
 	case (s.Type.Is("object") || s.Type == nil) && len(s.Properties) > 0 && depth > 0:
 		var props []string
-		names := slices.Sorted(mapsKeys(s.Properties))
+		names := slices.Sorted(maps.Keys(s.Properties))
 		for _, name := range names[:min(len(names), 12)] {
 			p := name + " " + cmp.Or(schemaText(s.Properties[name], depth-1), "any")
 			if slices.Contains(s.Required, name) {

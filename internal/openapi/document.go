@@ -57,12 +57,9 @@ func (op *Operation) Safe() bool {
 // Idempotency-Key header parameter: the API deduplicates the requests
 // that carry one.
 func (op *Operation) DeclaresIdempotencyKey() bool {
-	for _, p := range op.Params {
-		if p != nil && p.In == openapi3.ParameterInHeader && http.CanonicalHeaderKey(p.Name) == "Idempotency-Key" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(op.Params, func(p *openapi3.Parameter) bool {
+		return p != nil && p.In == openapi3.ParameterInHeader && http.CanonicalHeaderKey(p.Name) == "Idempotency-Key"
+	})
 }
 
 // methods is the order an operation's methods are listed in.

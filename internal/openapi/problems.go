@@ -34,15 +34,13 @@ func problems(err error) string {
 }
 
 func collect(err error, where string, out *[]string) {
-	var me openapi3.MultiError
-	if errors.As(err, &me) && isMulti(err) {
+	if me, ok := errors.AsType[openapi3.MultiError](err); ok && isMulti(err) {
 		for _, e := range me {
 			collect(e, where, out)
 		}
 		return
 	}
-	var re *openapi3filter.RequestError
-	if errors.As(err, &re) {
+	if re, ok := errors.AsType[*openapi3filter.RequestError](err); ok {
 		switch {
 		case re.Parameter != nil:
 			where = fmt.Sprintf("parameter %q (%s)", re.Parameter.Name, re.Parameter.In)
@@ -61,8 +59,7 @@ func collect(err error, where string, out *[]string) {
 		}
 		return
 	}
-	var rs *openapi3filter.ResponseError
-	if errors.As(err, &rs) {
+	if rs, ok := errors.AsType[*openapi3filter.ResponseError](err); ok {
 		if rs.Err == nil {
 			if strings.HasPrefix(rs.Reason, "response") {
 				*out = append(*out, rs.Reason)
@@ -86,13 +83,11 @@ func collect(err error, where string, out *[]string) {
 		collect(rs.Err, where, out)
 		return
 	}
-	var se *openapi3.SchemaError
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*openapi3.SchemaError](err); ok {
 		*out = append(*out, join(where+pointer(se.JSONPointer()), se.Reason))
 		return
 	}
-	var pe *openapi3filter.ParseError
-	if errors.As(err, &pe) {
+	if pe, ok := errors.AsType[*openapi3filter.ParseError](err); ok {
 		msg := pe.Reason
 		if msg == "" && pe.Cause != nil {
 			msg = pe.Cause.Error()

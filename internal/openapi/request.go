@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -97,7 +98,7 @@ type builder struct {
 }
 
 func (b *builder) params(params map[string]any) error {
-	for _, k := range slices.Sorted(mapsKeys(params)) {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
 		if !slices.Contains(b.op.Keys, k) {
 			return fmt.Errorf("unknown parameter %q; %s", words.Clip(k, 60), paramList(b.op))
 		}
@@ -264,7 +265,7 @@ func styled(v any, prefix, itemSep, propSep, kvSep, objPrefix string, useObjPref
 			prefix = objPrefix
 		}
 		var raws, escs []string
-		for _, k := range slices.Sorted(mapsKeys(v)) {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			s, err := primitive(v[k])
 			if err != nil {
 				return "", "", fmt.Errorf("property %q: %v", words.Clip(k, 40), err)
@@ -311,7 +312,7 @@ func (b *builder) queryParam(name string, sm *openapi3.SerializationMethod, v an
 		b.query.Add(name, strings.Join(items, sep))
 		return nil
 	case map[string]any:
-		keys := slices.Sorted(mapsKeys(v))
+		keys := slices.Sorted(maps.Keys(v))
 		var flat []string
 		for _, k := range keys {
 			s, err := primitive(v[k])
@@ -400,7 +401,7 @@ func (b *builder) body(args Args) ([]byte, string, error) {
 			return nil, "", fmt.Errorf("body: want an object of form fields, not %s", kindOf(args.Body))
 		}
 		form := url.Values{}
-		for _, k := range slices.Sorted(mapsKeys(obj)) {
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			switch v := obj[k].(type) {
 			case []any:
 				for i, e := range v {
@@ -426,12 +427,12 @@ func (b *builder) body(args Args) ([]byte, string, error) {
 		}
 		return []byte(s), mt, nil
 	}
-	return nil, "", fmt.Errorf("the body's media type (%s) cannot be sent: only JSON, forms and plain text can", strings.Join(slices.Sorted(mapsKeys(rb.Content)), ", "))
+	return nil, "", fmt.Errorf("the body's media type (%s) cannot be sent: only JSON, forms and plain text can", strings.Join(slices.Sorted(maps.Keys(rb.Content)), ", "))
 }
 
 // bodyType picks the media type a body is sent in: JSON first.
 func bodyType(content openapi3.Content) string {
-	keys := slices.Sorted(mapsKeys(content))
+	keys := slices.Sorted(maps.Keys(content))
 	for _, want := range []func(string) bool{
 		func(mt string) bool { return mt == "application/json" },
 		isJSON,

@@ -23,12 +23,10 @@ func (c *Call) CheckResponse(ctx context.Context, status int, header http.Header
 	if err == nil {
 		return ""
 	}
-	var pe *openapi3filter.ParseError
-	if errors.As(err, &pe) && pe.Kind == openapi3filter.KindUnsupportedFormat {
+	if pe, ok := errors.AsType[*openapi3filter.ParseError](err); ok && pe.Kind == openapi3filter.KindUnsupportedFormat {
 		return ""
 	}
-	var re *openapi3filter.ResponseError
-	if errors.As(err, &re) && re.Err == nil && re.Reason == "status is not supported" {
+	if re, ok := errors.AsType[*openapi3filter.ResponseError](err); ok && re.Err == nil && re.Reason == "status is not supported" {
 		return fmt.Sprintf("the document gives no response with status %d for %s", status, c.Op.ID)
 	}
 	return problems(err)

@@ -88,7 +88,7 @@ func compileStep(s Step, i int, hasInput bool) (step, error) {
 	case OpHTTPRequest:
 		err = checkHTTP(s, i, hasInput)
 	case OpTableSort:
-		err = firstError(checkName("field", s.Field), checkEnum("order", s.Order, "asc", "desc"))
+		err = cmp.Or(checkName("field", s.Field), checkEnum("order", s.Order, "asc", "desc"))
 	case OpTableFilter:
 		err = checkCondition(s.Condition)
 	case OpTableSelect:
@@ -108,7 +108,7 @@ func compileStep(s Step, i int, hasInput bool) (step, error) {
 			c.re, err = compileRegexp(s.Pattern)
 		}
 	case OpParseDate:
-		err = firstError(checkName("field", s.Field), checkFormat(s.Format))
+		err = cmp.Or(checkName("field", s.Field), checkFormat(s.Format))
 	}
 	return c, err
 }
@@ -141,15 +141,6 @@ func (s Step) present() []string {
 	add("pattern", s.Pattern != "")
 	add("format", s.Format != "")
 	return out
-}
-
-func firstError(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func checkName(label, name string) error {
@@ -337,7 +328,7 @@ func checkJoin(s Step, i int, hasInput bool) error {
 	if s.Right == "" {
 		return invalidf("right: want a ref, got \"\"")
 	}
-	return firstError(checkName("on", s.On), checkEnum("how", s.How, "inner", "left"))
+	return cmp.Or(checkName("on", s.On), checkEnum("how", s.How, "inner", "left"))
 }
 
 // checkJQ compiles a query to check it; it runs in a child process,
@@ -351,8 +342,7 @@ func checkJQ(q string) error {
 	}
 	parsed, err := gojq.Parse(q)
 	if err != nil {
-		var pe *gojq.ParseError
-		if errors.As(err, &pe) {
+		if pe, ok := errors.AsType[*gojq.ParseError](err); ok {
 			return invalidf("query %q: %v at byte %d", words.Clip(q, 200), err, pe.Offset)
 		}
 		return invalidf("query %q: %v", words.Clip(q, 200), err)

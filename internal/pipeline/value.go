@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"slices"
@@ -187,9 +188,7 @@ func withField(row map[string]any, field string, v any) map[string]any {
 // cloneRow copies row into a new map with room for extra fields.
 func cloneRow(row map[string]any, extra int) map[string]any {
 	out := make(map[string]any, len(row)+extra)
-	for k, v := range row {
-		out[k] = v
-	}
+	maps.Copy(out, row)
 	return out
 }
 

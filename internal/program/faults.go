@@ -6,13 +6,13 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/agentflow/agentflow/internal/words"
 	"github.com/dop251/goja"
 )
 
 // fault classifies an error the interpreter returned.
 func (it *interp) fault(err error) error {
-	var ie *goja.InterruptedError
-	if errors.As(err, &ie) {
+	if ie, ok := errors.AsType[*goja.InterruptedError](err); ok {
 		if s, ok := ie.Value().(*stop); ok {
 			return s.err
 		}
@@ -20,12 +20,10 @@ func (it *interp) fault(err error) error {
 	if it.stopped != nil {
 		return it.stopped
 	}
-	var so *goja.StackOverflowError
-	if errors.As(err, &so) {
+	if _, ok := errors.AsType[*goja.StackOverflowError](err); ok {
 		return &Error{Kind: KindRuntime, Message: fmt.Sprintf("RangeError: maximum call stack size (%d) exceeded", maxStack)}
 	}
-	var ex *goja.Exception
-	if errors.As(err, &ex) {
+	if ex, ok := errors.AsType[*goja.Exception](err); ok {
 		return it.thrown(ex.Value())
 	}
 	return fmt.Errorf("run the program: %w", err)
@@ -49,7 +47,7 @@ func (it *interp) thrown(v goja.Value) (e *Error) {
 		e.Message = "the program threw nothing"
 		return e
 	}
-	e.Message = cut(v.String(), maxMessage)
+	e.Message = words.Clip(v.String(), maxMessage)
 	if o, ok := v.(*goja.Object); ok {
 		if st := o.Get("stack"); st != nil && !goja.IsUndefined(st) {
 			if m := stackPos.FindStringSubmatch(st.String()); m != nil {
@@ -69,7 +67,7 @@ var parserPos = regexp.MustCompile(`^` + regexp.QuoteMeta(filename) + `: Line (\
 
 // syntaxError is a compile error, positioned in the user's source.
 func syntaxError(err error) *Error {
-	e := &Error{Kind: KindSyntax, Message: cut(err.Error(), maxMessage)}
+	e := &Error{Kind: KindSyntax, Message: words.Clip(err.Error(), maxMessage)}
 	var se *goja.CompilerSyntaxError
 	var re *goja.CompilerReferenceError
 	var ce *goja.CompilerError
@@ -92,7 +90,7 @@ func syntaxError(err error) *Error {
 			e.Line, e.Column = line-1, col
 		}
 	}
-	e.Message = "SyntaxError: " + cut(msg, maxMessage)
+	e.Message = "SyntaxError: " + words.Clip(msg, maxMessage)
 	if ce.File != nil && e.Line == 0 {
 		p := ce.File.Position(ce.Offset)
 		if p.Line > 1 {
@@ -127,15 +125,4 @@ func size(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
-}
-
-// cut keeps s to at most n bytes, on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

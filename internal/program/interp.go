@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentflow/agentflow/internal/words"
 	"github.com/dop251/goja"
 )
 
@@ -210,7 +211,7 @@ func (it *interp) tool(name string) func(goja.FunctionCall) goja.Value {
 		if r, ok := it.recorded[n]; ok && (r.Tool != c.Tool || !sameJSON(r.Args, c.Args)) {
 			it.halt(&Error{Kind: KindReplay, Message: fmt.Sprintf(
 				"the program made a different call on its re-run: call %d is %s(%s), recorded as %s(%s); a program must make the same calls in the same order every time it runs",
-				n, c.Tool, cut(string(c.Args), 200), r.Tool, cut(string(r.Args), 200))})
+				n, c.Tool, words.Clip(string(c.Args), 200), r.Tool, words.Clip(string(r.Args), 200))})
 			return goja.Undefined()
 		}
 		p, resolve, reject := it.vm.NewPromise()
@@ -366,7 +367,7 @@ func (it *interp) run(prog *goja.Program) (Outcome, error) {
 	}
 	value, err := it.json(top.Result())
 	if err != nil {
-		return Outcome{}, &Error{Kind: KindRuntime, Message: "the program's return value is not JSON: " + cut(err.Error(), maxMessage)}
+		return Outcome{}, &Error{Kind: KindRuntime, Message: "the program's return value is not JSON: " + words.Clip(err.Error(), maxMessage)}
 	}
 	if it.console.Len()+len(value) > it.in.Limits.Output {
 		return Outcome{}, limitError(LimitOutput, it.in.Limits)
@@ -408,7 +409,7 @@ func (it *interp) countReads(batch []call) error {
 		if it.read > it.in.Limits.Read || r.Held {
 			return &Error{Kind: KindLimit, Limit: LimitRead, Message: fmt.Sprintf(
 				"limit: read (%s): data.read(%q) is %d bytes of JSON, more than the program may read with what it read before; read less at once: ask the tool for fewer rows or fields, or a page at a time",
-				size(int64(it.in.Limits.Read)), cut(c.ref, 200), r.Bytes)}
+				size(int64(it.in.Limits.Read)), words.Clip(c.ref, 200), r.Bytes)}
 		}
 	}
 	return nil

@@ -111,7 +111,7 @@ func (v *Vault) Texts(ctx context.Context, p Policy, tenantID, scope string, tex
 			return 0, err
 		}
 		mine := vault.Entries()
-		if maps.EqualFunc(pick(stored.Entries(), added), pick(mine, added), func(a, b string) bool { return a == b }) {
+		if maps.Equal(pick(stored.Entries(), added), pick(mine, added)) {
 			for i, t := range texts {
 				*t = out[i]
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -193,10 +194,5 @@ func toConversation(rec Request) conversation {
 }
 
 func hasImage(parts []Part) bool {
-	for _, p := range parts {
-		if p.Type == "image" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(parts, func(p Part) bool { return p.Type == "image" })
 }

@@ -246,10 +246,5 @@ func nullable(s any) bool {
 		}
 	}
 	list, _ := obj["anyOf"].([]any)
-	for _, sub := range list {
-		if nullable(sub) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(list, nullable)
 }

@@ -240,8 +240,7 @@ func openIn(dir, name string) (*os.File, error) {
 	if err != nil {
 		// os.Root's refusal of a path that leaves it has no exported
 		// error; its message is stable.
-		var pe *fs.PathError
-		if errors.As(err, &pe) && pe.Err.Error() == "path escapes from parent" {
+		if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Err.Error() == "path escapes from parent" {
 			return nil, errOutside
 		}
 		return nil, err
@@ -252,8 +251,7 @@ func openIn(dir, name string) (*os.File, error) {
 // osReason is what went wrong with a file, without the path the
 // reference already names: "permission denied", "is a directory".
 func osReason(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
 		return pe.Err
 	}
 	return err

@@ -34,9 +34,9 @@ func ConfigFromEnv() (Config, error) {
 		TemporalHTTPAddr:   os.Getenv("AGENTFLOW_TEMPORAL_HTTP_ADDR"),
 		Namespace:          cmp.Or(conn.Namespace, "default"),
 		TemporalConnection: conn,
-		TaskQueue:          envOr("AGENTFLOW_TASK_QUEUE", contract.TaskQueue),
+		TaskQueue:          cmp.Or(os.Getenv("AGENTFLOW_TASK_QUEUE"), contract.TaskQueue),
 		DatabaseURL:        os.Getenv("DATABASE_URL"),
-		HTTPAddr:           envOr("AGENTFLOW_HTTP_ADDR", "127.0.0.1:9090"),
+		HTTPAddr:           cmp.Or(os.Getenv("AGENTFLOW_HTTP_ADDR"), "127.0.0.1:9090"),
 		Model:              llm.ConfigFromEnv(),
 		Script:             os.Getenv("AGENTFLOW_SCRIPT"),
 		TelegramAPI:        os.Getenv("AGENTFLOW_TELEGRAM_API"),
@@ -98,8 +98,8 @@ func inlineLimitsFromEnv(c *Config) error {
 // credentials (tokens, OIDC, the chat page's dev token), browser origins
 // and TLS.
 func gatewayFromEnv(c *Config) error {
-	c.Roles = strings.Split(envOr("AGENTFLOW_ROLES", RoleWorker+","+RoleGateway), ",")
-	c.GRPCAddr = envOr("AGENTFLOW_GRPC_ADDR", "127.0.0.1:50051")
+	c.Roles = strings.Split(cmp.Or(os.Getenv("AGENTFLOW_ROLES"), RoleWorker+","+RoleGateway), ",")
+	c.GRPCAddr = cmp.Or(os.Getenv("AGENTFLOW_GRPC_ADDR"), "127.0.0.1:50051")
 	tokens, err := gateway.ParseTokens(os.Getenv("AGENTFLOW_TOKENS"))
 	if err != nil {
 		return err
@@ -108,7 +108,7 @@ func gatewayFromEnv(c *Config) error {
 	if c.OIDC, err = oidcFromEnv(); err != nil {
 		return err
 	}
-	c.HTTPAPIAddr = envOr("AGENTFLOW_HTTP_API_ADDR", "127.0.0.1:8080")
+	c.HTTPAPIAddr = cmp.Or(os.Getenv("AGENTFLOW_HTTP_API_ADDR"), "127.0.0.1:8080")
 	if c.CORSOrigins, err = gateway.ParseCORSOrigins(os.Getenv("AGENTFLOW_CORS_ORIGINS")); err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func requestTimeoutsFromEnv(c *Config) error {
 
 // memoryModelFromEnv reads the model that embeds long-term memories.
 func memoryModelFromEnv(c *Config) error {
-	c.MemoryEmbeddingModel = envOr("AGENTFLOW_MEMORY_EMBEDDING_MODEL", DefaultMemoryEmbeddingModel)
+	c.MemoryEmbeddingModel = cmp.Or(os.Getenv("AGENTFLOW_MEMORY_EMBEDDING_MODEL"), DefaultMemoryEmbeddingModel)
 	if _, _, err := agent.ParseModel(c.MemoryEmbeddingModel); err != nil {
 		return fmt.Errorf("AGENTFLOW_MEMORY_EMBEDDING_MODEL=%q: %w", c.MemoryEmbeddingModel, err)
 	}
@@ -354,11 +354,4 @@ func oidcFromEnv() (*oidcauth.Config, error) {
 	}
 	return &oidcauth.Config{Issuer: issuer, Audience: os.Getenv(oidcauth.EnvAudience), Claims: claims,
 		Tenant: os.Getenv(oidcauth.EnvTenant), Roles: roles}, nil
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

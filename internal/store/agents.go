@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -37,11 +36,8 @@ func (s *Store) ActiveAgent(ctx context.Context, tenantID, agentID string) (agen
 		return agent.Agent{}, err
 	}
 	a, err := scanAgent(s.pool.QueryRow(ctx, sqlActiveAgent, tenantID, agentID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.Agent{}, agent.Errorf(agent.CodeNotFound, "agent %q of tenant %q not found", agentID, tenantID)
-	}
-	if err != nil {
-		return agent.Agent{}, fmt.Errorf("load agent %q: %w", agentID, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "agent %q of tenant %q not found", agentID, tenantID), "load agent %q", agentID); err != nil {
+		return agent.Agent{}, err
 	}
 	return a, nil
 }
@@ -61,11 +57,9 @@ func (s *Store) AgentVersion(ctx context.Context, tenantID, agentID string, vers
 	}
 	a, err := s.versions.load(ctx, key, func(ctx context.Context) (agent.Agent, error) {
 		a, err := scanAgent(s.pool.QueryRow(ctx, sqlAgentVersion, tenantID, agentID, version))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return agent.Agent{}, agent.Errorf(agent.CodeNotFound, "version %d of agent %q of tenant %q not found", version, agentID, tenantID)
-		}
-		if err != nil {
-			return agent.Agent{}, fmt.Errorf("load agent %q version %d: %w", agentID, version, err)
+		if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "version %d of agent %q of tenant %q not found", version, agentID, tenantID),
+			"load agent %q version %d", agentID, version); err != nil {
+			return agent.Agent{}, err
 		}
 		return a, nil
 	})
@@ -83,11 +77,8 @@ func (s *Store) DefaultAgent(ctx context.Context, tenantID string) (string, erro
 	}
 	var id *string
 	err := s.pool.QueryRow(ctx, sqlTenantDefault, tenantID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", agent.Errorf(agent.CodeNotFound, "tenant %q not found", tenantID)
-	}
-	if err != nil {
-		return "", fmt.Errorf("load default agent of tenant %q: %w", tenantID, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "tenant %q not found", tenantID), "load default agent of tenant %q", tenantID); err != nil {
+		return "", err
 	}
 	if id == nil {
 		return "", agent.Errorf(agent.CodeNotFound, "tenant %q has no default agent", tenantID)

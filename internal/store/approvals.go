@@ -245,11 +245,8 @@ func (s *Store) RevokeGrant(ctx context.Context, tenantID, grantID string, by ag
 		return agent.Grant{}, fmt.Errorf("read grant %q: %w", grantID, err)
 	}
 	g, err := pgx.CollectExactlyOneRow(rows, scanGrant)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.Grant{}, agent.Errorf(agent.CodeNotFound, "grant %q of tenant %q not found", grantID, tenantID)
-	}
-	if err != nil {
-		return agent.Grant{}, fmt.Errorf("read grant %q: %w", grantID, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "grant %q of tenant %q not found", grantID, tenantID), "read grant %q", grantID); err != nil {
+		return agent.Grant{}, err
 	}
 	return g, nil
 }

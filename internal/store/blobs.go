@@ -409,11 +409,8 @@ func (s *Store) open(ctx context.Context, tenantID, sum string) (*BlobReader, er
 	var data []byte
 	var objectKey *string
 	err := row.Scan(&r.info.ContentType, &r.info.Size, &contentID, &chunkSize, &data, &objectKey)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, agent.Errorf(agent.CodeNotFound, "blob %s%s not found", casRefPrefix, sum)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open blob %s: %w", sum, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "blob %s%s not found", casRefPrefix, sum), "open blob %s", sum); err != nil {
+		return nil, err
 	}
 	if objectKey != nil {
 		if err := r.fromObject(*objectKey, sum); err != nil {
@@ -552,11 +549,8 @@ func (s *Store) TenantBlobInfo(ctx context.Context, tenantID, ref string) (agent
 	}
 	info := agent.BlobInfo{Ref: casRefPrefix + sum}
 	err = s.pool.QueryRow(ctx, sqlTenantBlobInfo, tenantID, sum).Scan(&info.ContentType, &info.Size)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.BlobInfo{}, agent.Errorf(agent.CodeNotFound, "data %s not found", ref)
-	}
-	if err != nil {
-		return agent.BlobInfo{}, fmt.Errorf("describe blob %s: %w", sum, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "data %s not found", ref), "describe blob %s", sum); err != nil {
+		return agent.BlobInfo{}, err
 	}
 	return info, nil
 }

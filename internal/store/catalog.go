@@ -3,8 +3,8 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -58,12 +58,7 @@ type ApplyReport struct {
 
 // Changed reports whether anything was created or updated.
 func (r ApplyReport) Changed() bool {
-	for _, c := range r.Changes {
-		if c.Action != ActionUnchanged {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.Changes, func(c Change) bool { return c.Action != ActionUnchanged })
 }
 
 // ApplyCatalog stores the catalog in one transaction: all of it or, on any
@@ -272,12 +267,8 @@ func applySettings(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, chang
 		if egress == nil {
 			egress = []string{}
 		}
-		tag, err := tx.Exec(ctx, sqlSetTenantEgress, tc.TenantID, egress)
-		if err != nil {
-			return fmt.Errorf("tenant %q: set egress: %w", tc.TenantID, err)
-		}
-		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
-			change.Action = ActionUpdated
+		if err := setTenant(ctx, tx, change, sqlSetTenantEgress, tc.TenantID, "egress", egress); err != nil {
+			return err
 		}
 	}
 	if tc.ReplacePII {
@@ -285,22 +276,25 @@ func applySettings(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, chang
 		if len(tc.PII) > 0 && string(tc.PII) != "null" {
 			pii = tc.PII
 		}
-		tag, err := tx.Exec(ctx, sqlSetTenantPII, tc.TenantID, pii)
-		if err != nil {
-			return fmt.Errorf("tenant %q: set pii: %w", tc.TenantID, err)
-		}
-		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
-			change.Action = ActionUpdated
+		if err := setTenant(ctx, tx, change, sqlSetTenantPII, tc.TenantID, "pii", pii); err != nil {
+			return err
 		}
 	}
 	if tc.PromoteAfter != nil {
-		tag, err := tx.Exec(ctx, sqlSetPromoteAfter, tc.TenantID, *tc.PromoteAfter)
-		if err != nil {
-			return fmt.Errorf("tenant %q: set promote_after: %w", tc.TenantID, err)
-		}
-		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
-			change.Action = ActionUpdated
-		}
+		return setTenant(ctx, tx, change, sqlSetPromoteAfter, tc.TenantID, "promote_after", *tc.PromoteAfter)
+	}
+	return nil
+}
+
+// setTenant runs sql, which sets the tenant's what to v; a row changed
+// marks the tenant updated.
+func setTenant(ctx context.Context, tx pgx.Tx, change *Change, sql, tenantID, what string, v any) error {
+	tag, err := tx.Exec(ctx, sql, tenantID, v)
+	if err != nil {
+		return fmt.Errorf("tenant %q: set %s: %w", tenantID, what, err)
+	}
+	if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
+		change.Action = ActionUpdated
 	}
 	return nil
 }
@@ -396,11 +390,9 @@ func resolveTools(ctx context.Context, tx pgx.Tx, tenantID string, a agent.Agent
 		}
 		var spec []byte
 		err := tx.QueryRow(ctx, sqlActiveToolSpec, tenantID, t.Name).Scan(&spec)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q: unknown tool %q", tenantID, a.ID, t.Name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("tenant %q: agent %q: load tool %q: %w", tenantID, a.ID, t.Name, err)
+		if err := oneRow(err, agent.Errorf(agent.CodeInvalid, "tenant %q: agent %q: unknown tool %q", tenantID, a.ID, t.Name),
+			"tenant %q: agent %q: load tool %q", tenantID, a.ID, t.Name); err != nil {
+			return nil, err
 		}
 		var st agent.Tool
 		if err := json.Unmarshal(spec, &st); err != nil {

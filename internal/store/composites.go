@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -201,7 +202,7 @@ func grantComposites(ctx context.Context, tx pgx.Tx, tenantID string, tools []ag
 		if len(tools) >= maxAgentTools {
 			break
 		}
-		if !containsTool(tools, c.Name) {
+		if !slices.ContainsFunc(tools, func(t agent.Tool) bool { return t.Name == c.Name }) {
 			tools = append(tools, c)
 		}
 	}
@@ -216,15 +217,6 @@ func scanJSON[T any](row pgx.CollectableRow) (T, error) {
 		return v, err
 	}
 	return v, json.Unmarshal(raw, &v)
-}
-
-func containsTool(tools []agent.Tool, name string) bool {
-	for _, t := range tools {
-		if t.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // sqlSearchTools matches any word of the query (stemmed, stop words left

@@ -4,12 +4,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -100,11 +97,8 @@ func (s *Store) PutDataset(ctx context.Context, tenantID, id string, sel agent.R
 func (s *Store) Dataset(ctx context.Context, tenantID, id string) (agent.EvalDataset, error) {
 	var raw []byte
 	err := s.pool.QueryRow(ctx, sqlDataset, tenantID, id).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.EvalDataset{}, agent.Errorf(agent.CodeNotFound, "dataset %q not found", id)
-	}
-	if err != nil {
-		return agent.EvalDataset{}, fmt.Errorf("load dataset %q: %w", id, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "dataset %q not found", id), "load dataset %q", id); err != nil {
+		return agent.EvalDataset{}, err
 	}
 	var d agent.EvalDataset
 	if err := json.Unmarshal(raw, &d); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // DeliveryAttempt is one attempt at pushing a turn's result to a deliver
@@ -51,18 +53,13 @@ FROM delivery_attempts WHERE tenant_id = $1 AND job_id = $2 ORDER BY delivery_id
 // DeliveryAttempts are the attempts at delivering a job's result, by
 // delivery and attempt.
 func (s *Store) DeliveryAttempts(ctx context.Context, tenantID, jobID string) ([]DeliveryAttempt, error) {
-	rows, err := s.pool.Query(ctx, sqlDeliveryAttempts, tenantID, jobID)
+	out, err := collect(ctx, s.pool, func(row pgx.CollectableRow) (DeliveryAttempt, error) {
+		var a DeliveryAttempt
+		err := row.Scan(&a.DeliveryID, &a.Attempt, &a.JobID, &a.Target, &a.Kind, &a.Outcome, &a.HTTPStatus, &a.Error, &a.At)
+		return a, err
+	}, sqlDeliveryAttempts, tenantID, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("delivery attempts: %w", err)
 	}
-	defer rows.Close()
-	var out []DeliveryAttempt
-	for rows.Next() {
-		var a DeliveryAttempt
-		if err := rows.Scan(&a.DeliveryID, &a.Attempt, &a.JobID, &a.Target, &a.Kind, &a.Outcome, &a.HTTPStatus, &a.Error, &a.At); err != nil {
-			return nil, fmt.Errorf("delivery attempts: %w", err)
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return out, nil
 }

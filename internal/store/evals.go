@@ -3,10 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -102,11 +99,8 @@ func (s *Store) EvalRun(ctx context.Context, tenantID, evalID string) (agent.Eva
 	r := agent.EvalRun{TenantID: tenantID, EvalID: evalID}
 	var versions []int32
 	err := s.pool.QueryRow(ctx, sqlEvalRun, tenantID, evalID).Scan(&r.Dataset, &r.AgentID, &versions, &r.Status, &r.StartedAt, &r.FinishedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.EvalRun{}, agent.Errorf(agent.CodeNotFound, "evaluation %q not found", evalID)
-	}
-	if err != nil {
-		return agent.EvalRun{}, fmt.Errorf("load evaluation %q: %w", evalID, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "evaluation %q not found", evalID), "load evaluation %q", evalID); err != nil {
+		return agent.EvalRun{}, err
 	}
 	for _, v := range versions {
 		r.Versions = append(r.Versions, int(v))

@@ -3,10 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -119,11 +116,8 @@ func (s *Store) MCPStreamOf(ctx context.Context, sessionID, streamID string) (MC
 	st := MCPStream{SessionID: sessionID, StreamID: streamID}
 	var req, token []byte
 	err := s.pool.QueryRow(ctx, sqlMCPStream, sessionID, streamID).Scan(&st.TenantID, &st.UserID, &req, &token, &st.JobID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return MCPStream{}, agent.Errorf(agent.CodeNotFound, "mcp stream %q of session %q not found", streamID, sessionID)
-	}
-	if err != nil {
-		return MCPStream{}, fmt.Errorf("read mcp stream: %w", err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "mcp stream %q of session %q not found", streamID, sessionID), "read mcp stream"); err != nil {
+		return MCPStream{}, err
 	}
 	st.RequestID, st.ProgressToken = req, token
 	return st, nil

@@ -43,14 +43,7 @@ func (s *Store) setModelLimits(ctx context.Context, tx pgx.Tx, tc agent.TenantCa
 	if len(tc.ModelLimits) > 0 {
 		raw, _ = json.Marshal(tc.ModelLimits)
 	}
-	tag, err := tx.Exec(ctx, sqlSetTenantModelLimits, tc.TenantID, raw)
-	if err != nil {
-		return fmt.Errorf("tenant %q: set model_limits: %w", tc.TenantID, err)
-	}
-	if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
-		change.Action = ActionUpdated
-	}
-	return nil
+	return setTenant(ctx, tx, change, sqlSetTenantModelLimits, tc.TenantID, "model_limits", raw)
 }
 
 // decodeModelLimits reads a tenant's own model limits from its budgets

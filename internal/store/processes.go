@@ -304,11 +304,8 @@ func (s *Store) ProcessPatchOf(ctx context.Context, tenantID, jobID, callID stri
 		return agent.ProcessPatch{}, err
 	}
 	p, err := scanPatch(s.pool.QueryRow(ctx, sqlPatchOfCall, tenantID, jobID, callID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.ProcessPatch{}, agent.Errorf(agent.CodeNotFound, "call %q of job %q made no process patch", callID, jobID)
-	}
-	if err != nil {
-		return agent.ProcessPatch{}, fmt.Errorf("load patch of call %q: %w", callID, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "call %q of job %q made no process patch", callID, jobID), "load patch of call %q", callID); err != nil {
+		return agent.ProcessPatch{}, err
 	}
 	return p, nil
 }

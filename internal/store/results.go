@@ -270,11 +270,8 @@ func (s *Store) result(ctx context.Context, tenantID, jobID string) (agent.TurnR
 	}
 	var hash string
 	r, err := s.scanResult(ctx, s.pool.QueryRow(ctx, sqlResultByJob, tenantID, jobID), &hash)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.TurnResult{}, "", agent.Errorf(agent.CodeNotFound, "result of job %q of tenant %q not found", jobID, tenantID)
-	}
-	if err != nil {
-		return agent.TurnResult{}, "", fmt.Errorf("load result of job %q: %w", jobID, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "result of job %q of tenant %q not found", jobID, tenantID), "load result of job %q", jobID); err != nil {
+		return agent.TurnResult{}, "", err
 	}
 	return r, hash, nil
 }
@@ -307,11 +304,8 @@ func (s *Store) ResultByRef(ctx context.Context, tenantID, ref string) (agent.Tu
 	}
 	var hash string
 	r, err := s.scanResult(ctx, row, &hash)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return agent.TurnResult{}, agent.Errorf(agent.CodeNotFound, "result %s of tenant %q not found", ref, tenantID)
-	}
-	if err != nil {
-		return agent.TurnResult{}, fmt.Errorf("load result %s: %w", ref, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "result %s of tenant %q not found", ref, tenantID), "load result %s", ref); err != nil {
+		return agent.TurnResult{}, err
 	}
 	return r, nil
 }

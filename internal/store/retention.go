@@ -227,8 +227,7 @@ func (s *Store) Sweep(ctx context.Context, sw Sweep) (Swept, error) {
 		}
 	})
 	if err != nil {
-		var coded *agent.Error
-		if errors.As(err, &coded) {
+		if _, ok := errors.AsType[*agent.Error](err); ok {
 			return Swept{}, err
 		}
 		return Swept{}, fmt.Errorf("sweep %s of tenant %q: %w", sw.Kind, sw.TenantID, err)

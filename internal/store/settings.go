@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -77,11 +76,8 @@ func (s *Store) TenantSettings(ctx context.Context, tenantID string) (TenantSett
 		r.Rules, err = readRules(ctx, tx, tenantID)
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return TenantSettings{}, agent.Errorf(agent.CodeNotFound, "tenant %q not found", tenantID)
-	}
-	if err != nil {
-		return TenantSettings{}, fmt.Errorf("load routing of tenant %q: %w", tenantID, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "tenant %q not found", tenantID), "load routing of tenant %q", tenantID); err != nil {
+		return TenantSettings{}, err
 	}
 	if r.Billing, err = decodeBilling(tenantID, prices, budgets); err != nil {
 		return TenantSettings{}, err

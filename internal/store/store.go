@@ -222,8 +222,7 @@ func Unavailable(err error) bool {
 }
 
 func pgCode(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 		return pgErr.Code
 	}
 	return ""
@@ -258,4 +257,16 @@ func collect[T any](ctx context.Context, q querier, scan pgx.RowToFunc[T], sql s
 		return nil, err
 	}
 	return pgx.CollectRows(rows, scan)
+}
+
+// oneRow is the error of a query for one row: notFound when there was
+// none, err wrapped as format says otherwise, nil when it found the row.
+func oneRow(err, notFound error, format string, args ...any) error {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return notFound
+	case err != nil:
+		return fmt.Errorf(format+": %w", append(args, err)...)
+	}
+	return nil
 }

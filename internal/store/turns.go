@@ -215,11 +215,8 @@ func (s *Store) Turn(ctx context.Context, tenantID, jobID string) (Turn, error) 
 	t := Turn{TenantID: tenantID, JobID: jobID}
 	var req []byte
 	err := s.pool.QueryRow(ctx, sqlTurn, tenantID, jobID).Scan(&t.WorkflowID, &t.AgentID, &t.AgentVersion, &t.SessionID, &req, &t.CompiledRef)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Turn{}, agent.Errorf(agent.CodeNotFound, "turn %q of tenant %q not found", jobID, tenantID)
-	}
-	if err != nil {
-		return Turn{}, fmt.Errorf("load turn %q: %w", jobID, err)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "turn %q of tenant %q not found", jobID, tenantID), "load turn %q", jobID); err != nil {
+		return Turn{}, err
 	}
 	if err := json.Unmarshal(req, &t.Request); err != nil {
 		return Turn{}, fmt.Errorf("load turn %q: decode request: %w", jobID, err)

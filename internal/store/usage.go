@@ -21,14 +21,7 @@ func applyBilling(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, change
 		if err != nil {
 			return fmt.Errorf("tenant %q: encode %s: %w", tc.TenantID, what, err)
 		}
-		tag, err := tx.Exec(ctx, sql, tc.TenantID, string(raw))
-		if err != nil {
-			return fmt.Errorf("tenant %q: set %s: %w", tc.TenantID, what, err)
-		}
-		if tag.RowsAffected() == 1 && change.Action == ActionUnchanged {
-			change.Action = ActionUpdated
-		}
-		return nil
+		return setTenant(ctx, tx, change, sql, tc.TenantID, what, string(raw))
 	}
 	if tc.ReplacePrices {
 		prices := tc.Prices

@@ -113,8 +113,7 @@ func (e *CompileError) Error() string {
 // meta-schema at the first value it breaks it, anything else as the
 // compiler says.
 func compileError(err error) *CompileError {
-	var se *jsonschema.SchemaValidationError
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*jsonschema.SchemaValidationError](err); ok {
 		if ps := problems(se.Err); len(ps) > 0 {
 			return &CompileError{Pointer: ps[0].Pointer, Message: ps[0].Message}
 		}

@@ -193,8 +193,7 @@ func endFailed(span trace.Span, err error) {
 
 // ErrorType is err's agent code, or the convention's "_OTHER".
 func ErrorType(err error) string {
-	var ae *agent.Error
-	if errors.As(err, &ae) && ae.Code != "" {
+	if ae, ok := errors.AsType[*agent.Error](err); ok && ae.Code != "" {
 		return string(ae.Code)
 	}
 	if errors.Is(err, context.Canceled) {

@@ -11,6 +11,7 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -105,9 +106,7 @@ func (i *Issuer) Rotate(t testing.TB) string {
 func (i *Issuer) Claims(aud string, extra map[string]any) map[string]any {
 	now := time.Now()
 	c := map[string]any{"iss": i.URL, "aud": aud, "sub": "ana", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
-	for k, v := range extra {
-		c[k] = v
-	}
+	maps.Copy(c, extra)
 	return c
 }
 

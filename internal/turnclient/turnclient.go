@@ -89,8 +89,7 @@ func StartWith(ctx context.Context, c client.Client, dc converter.DataConverter,
 	opts := StartOptions(taskQueue, req)
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	run, err := c.ExecuteWorkflow(ctx, opts, contract.AgentTurn, req)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
+	if started, ok := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); ok {
 		return attach(ctx, c, dc, opts.ID, started.RunId, req)
 	}
 	if err != nil {
@@ -120,8 +119,7 @@ func StartEval(ctx context.Context, c client.Client, taskQueue string, in agent.
 			Version: worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: build}}
 	}
 	run, err := c.ExecuteWorkflow(ctx, opts, contract.Evaluation, in)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
+	if started, ok := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); ok {
 		// It has run: its id is taken for good.
 		return c.GetWorkflow(ctx, opts.ID, started.RunId), nil
 	}

@@ -73,9 +73,7 @@ func (p *Proxy) serve(ln net.Listener) {
 	p.mu.Lock()
 	p.ln, p.conns = ln, map[net.Conn]bool{}
 	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -89,18 +87,13 @@ func (p *Proxy) serve(ln net.Listener) {
 			if !p.track(ln, c, up) {
 				continue
 			}
-			p.wg.Add(2)
-			go func() {
-				defer p.wg.Done()
+			p.wg.Go(func() {
 				_, _ = io.Copy(up, c)
 				_ = up.Close()
-			}()
-			go func() {
-				defer p.wg.Done()
-				p.answer(c, up)
-			}()
+			})
+			p.wg.Go(func() { p.answer(c, up) })
 		}
-	}()
+	})
 }
 
 // answer copies the server's answers to the client, cutting them off as

@@ -130,8 +130,7 @@ func (m *a2aServer) classify(ctx context.Context, err error, notFound error) *a2
 		st = status.Convert(m.s.StatusOf(ctx, err))
 	}
 	p := gateway.ProblemFromStatus(st)
-	var hs *gateway.HTTPStatusError
-	if errors.As(err, &hs) {
+	if hs, ok := errors.AsType[*gateway.HTTPStatusError](err); ok {
 		p.Status = hs.Status
 	}
 	return a2aProblem(p, notFound)
@@ -147,8 +146,7 @@ func a2aRefusal(code agent.Code, format string, args ...any) *a2aError {
 // for an error the door classified; 200 for the rest, as JSON-RPC
 // answers are.
 func a2aStatus(err error) int {
-	var e *a2aError
-	if errors.As(err, &e) && e.status != 0 {
+	if e, ok := errors.AsType[*a2aError](err); ok && e.status != 0 {
 		return e.status
 	}
 	return http.StatusOK

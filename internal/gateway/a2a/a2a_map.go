@@ -42,11 +42,6 @@ func newA2ATask(streamID, contextID string) *a2aTask {
 	return &a2aTask{id: streamID, contextID: contextID, state: a2a.TaskStateSubmitted, p: projection.New(projection.Held)}
 }
 
-// TaskInfo implements a2a.TaskInfoProvider.
-func (t *a2aTask) TaskInfo() a2a.TaskInfo {
-	return a2a.TaskInfo{TaskID: a2a.TaskID(t.id), ContextID: t.contextID}
-}
-
 // task is the task as it is now.
 func (t *a2aTask) task() *a2a.Task {
 	out := &a2a.Task{ID: a2a.TaskID(t.id), ContextID: t.contextID,

@@ -126,8 +126,7 @@ func decodeA2AV1Params(raw json.RawMessage, v any) error {
 		return fmt.Errorf("params must be an object: %w", a2a.ErrInvalidParams)
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
 			return fmt.Errorf("params.%s: want %s: %w", te.Field, te.Type, a2a.ErrInvalidParams)
 		}
 		return fmt.Errorf("params are not of 1.0's shape: %w", a2a.ErrInvalidParams)

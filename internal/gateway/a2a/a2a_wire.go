@@ -37,8 +37,7 @@ func writeA2AError(w http.ResponseWriter, status int, err error) {
 func writeA2AAnswer(w http.ResponseWriter, status int, err error, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	var e *a2aError
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*a2aError](err); ok {
 		gateway.SetRetryAfter(h, e.retryAfter)
 	}
 	if status == http.StatusUnauthorized {

@@ -78,7 +78,8 @@ type aguiInputContent struct {
 // decodeAGUIInput reads a run's input.
 func decodeAGUIInput(data []byte) (aguiInput, error) {
 	var in aguiInput
-	fields, err := aguiObject(data)
+	fields, err := gateway.BodyObject(data, "the request body is empty: want AG-UI's RunAgentInput, a JSON object",
+		"the request body is not a JSON object: want AG-UI's RunAgentInput")
 	if err != nil {
 		return in, err
 	}
@@ -126,21 +127,6 @@ func decodeAGUIInput(data []byte) (aguiInput, error) {
 	}
 	in.Prompt, err = aguiPrompt(fields["messages"])
 	return in, err
-}
-
-// aguiObject reads the body as a JSON object.
-func aguiObject(data []byte) (map[string]json.RawMessage, error) {
-	if len(strings.TrimSpace(string(data))) == 0 {
-		return nil, agent.Errorf(agent.CodeInvalid, "the request body is empty: want AG-UI's RunAgentInput, a JSON object")
-	}
-	if err := gateway.OneJSONValue(data); err != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "%s", err)
-	}
-	var fields map[string]json.RawMessage
-	if gateway.JSONKind(data) != '{' || json.Unmarshal(data, &fields) != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "the request body is not a JSON object: want AG-UI's RunAgentInput")
-	}
-	return fields, nil
 }
 
 // aguiPrompt is the text of the last user message of messages.

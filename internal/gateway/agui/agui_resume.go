@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -287,9 +288,7 @@ func (a *server) aguiResumeTurn(r *http.Request, agentID string, in aguiInput) (
 	threadID := in.ThreadID
 	if threadID == "" {
 		threadID = turn.SessionID
-		if threadID == "" {
-			threadID = jobID
-		}
+		threadID = cmp.Or(threadID, jobID)
 	}
 	runID := in.RunID
 	if runID == "" {

@@ -10,6 +10,7 @@ package aisdk
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -307,12 +308,7 @@ func (u *uiStream) stillWaiting(ctx context.Context) bool {
 		u.a.Logger().Debug("pending approvals unknown; the message stops at the approval requests", zap.String("stream_id", streamID), zap.Error(err))
 		return true
 	}
-	for _, p := range pending {
-		if u.m.waiting[p.CallID] {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(pending, func(p agent.PendingApproval) bool { return u.m.waiting[p.CallID] })
 }
 
 // write writes chunks, after the start chunk that names the message.

@@ -8,6 +8,7 @@
 package evalapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,9 +78,7 @@ func (e *Service) StartEval(ctx context.Context, in *pb.StartEvalRequest) (*pb.S
 	}
 	ev := agent.EvalInput{TenantID: e.c.TenantOf(ctx), EvalID: in.GetEvalId(), AgentID: in.GetAgentId(), Concurrency: int(in.GetConcurrency()), Dataset: ds,
 		Build: in.GetBuild()}
-	if ev.AgentID == "" {
-		ev.AgentID = ds.Agent
-	}
+	ev.AgentID = cmp.Or(ev.AgentID, ds.Agent)
 	if ev.AgentID == "" {
 		return nil, e.c.StatusOf(ctx, agent.Errorf(agent.CodeInvalid, "agent_id is required: the dataset names no agent"))
 	}

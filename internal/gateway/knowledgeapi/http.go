@@ -173,8 +173,7 @@ func (k *knowledgeAPI) postDocuments(w http.ResponseWriter, r *http.Request) {
 	}
 	data, err := k.h.ReadBody(r, limit)
 	if err != nil {
-		var e *intake.Error
-		if errors.As(err, &e) && e.Status == http.StatusRequestEntityTooLarge {
+		if e, ok := errors.AsType[*intake.Error](err); ok && e.Status == http.StatusRequestEntityTooLarge {
 			k.h.RefuseStatus(w, r, http.StatusRequestEntityTooLarge, ingestBodyTooLarge(limit))
 			return
 		}
@@ -216,8 +215,7 @@ func decodeJSON(what string, data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 			return agent.Errorf(agent.CodeInvalid, "%s: %s: want %s", what, te.Field, te.Type)
 		}
 		return agent.Errorf(agent.CodeInvalid, "%s: %s", what, strings.TrimPrefix(err.Error(), "json: "))

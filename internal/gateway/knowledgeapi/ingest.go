@@ -234,8 +234,7 @@ func (k *core) ingestStatus(ctx context.Context, id string) (contract.IngestStat
 		}
 		v, err = k.wf.QueryWorkflow(ctx, wid, "", contract.QueryIngestStatus)
 	}
-	var notFound *serviceerror.NotFound
-	if errors.As(err, &notFound) {
+	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
 		return contract.IngestStatus{}, agent.Errorf(agent.CodeNotFound, "ingest %q not found", id)
 	}
 	if err != nil {

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -86,9 +87,7 @@ func (m *mcpServer) inline(ctx context.Context, res *mcp.CallToolResult) {
 // inlineContent is the file data of type mimeType that link names, as
 // content: an image, a sound, or an embedded resource.
 func inlineContent(link *mcp.ResourceLink, data []byte, mimeType string) mcp.Content {
-	if mimeType == "" {
-		mimeType = link.MIMEType
-	}
+	mimeType = cmp.Or(mimeType, link.MIMEType)
 	meta := mcp.Meta{mcpRefMeta: link.URI}
 	base, _, _ := strings.Cut(mimeType, ";")
 	switch {

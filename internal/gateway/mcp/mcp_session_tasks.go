@@ -222,8 +222,7 @@ func (m *mcpServer) callAsSessionTask(ctx context.Context, req *mcp.CallToolRequ
 // params, the rest internal errors; each says no more than other doors
 // do.
 func (m *mcpServer) startError(ctx context.Context, err error) *jsonrpc.Error {
-	var jerr *jsonrpc.Error
-	if errors.As(err, &jerr) {
+	if jerr, ok := errors.AsType[*jsonrpc.Error](err); ok {
 		return jerr
 	}
 	var code int64 = jsonrpc.CodeInternalError
@@ -231,22 +230,6 @@ func (m *mcpServer) startError(ctx context.Context, err error) *jsonrpc.Error {
 		code = jsonrpc.CodeInvalidParams
 	}
 	return &jsonrpc.Error{Code: code, Message: m.s.ClientMessage(ctx, err)}
-}
-
-// sessionTaskOf checks a request of a 2025-11-25 task method, and reads
-// the task it names.
-func (m *mcpServer) sessionTaskOf(ctx context.Context, session *mcp.ServerSession, taskID string) (*mcpTask, mcpTaskTimes, error) {
-	if err := sessionTasksOnly(session); err != nil {
-		return nil, mcpTaskTimes{}, err
-	}
-	if taskID == "" {
-		return nil, mcpTaskTimes{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.taskId is required"}
-	}
-	t, times, err := m.readTask(ctx, taskID)
-	if err != nil {
-		return nil, mcpTaskTimes{}, m.taskError(ctx, taskID, err)
-	}
-	return t, times, nil
 }
 
 // sessionTasksOnly refuses a task method to a session that has no tasks:
@@ -260,7 +243,7 @@ func sessionTasksOnly(session *mcp.ServerSession) error {
 
 // getSessionTask answers tasks/get.
 func (m *mcpServer) getSessionTask(ctx context.Context, session *mcp.ServerSession, p *mcpTaskParams) (*mcpTaskResult, error) {
-	t, times, err := m.sessionTaskOf(ctx, session, taskIDOf(p))
+	t, times, err := m.taskOf(ctx, sessionTasksOnly(session), taskIDOf(p))
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +263,7 @@ func taskIDOf(p *mcpTaskParams) string {
 // then it asks the client for the inputs the turn waits for that the
 // caller may give, on this request's stream, and follows the turn.
 func (m *mcpServer) sessionTaskResult(ctx context.Context, session *mcp.ServerSession, p *mcpTaskParams) (*mcp.CallToolResult, error) {
-	t, _, err := m.sessionTaskOf(ctx, session, taskIDOf(p))
+	t, _, err := m.taskOf(ctx, sessionTasksOnly(session), taskIDOf(p))
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +326,7 @@ func (m *mcpServer) awaitTask(ctx context.Context, session *mcp.ServerSession, t
 // not within mcpCancelWait, as it is then. A task that has ended is
 // -32602, as the spec asks.
 func (m *mcpServer) cancelSessionTask(ctx context.Context, session *mcp.ServerSession, p *mcpTaskParams) (*mcpTaskResult, error) {
-	t, _, err := m.sessionTaskOf(ctx, session, taskIDOf(p))
+	t, _, err := m.taskOf(ctx, sessionTasksOnly(session), taskIDOf(p))
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,11 @@ func taskMethod[R mcp.Result](m *mcpServer, act func(context.Context, *mcpTaskPa
 		if p == nil {
 			p = &mcpTaskParams{}
 		}
-		t, times, err := m.taskOf(ctx, p.Meta, p.TaskID)
+		var refused error
+		if !declaresTasks(p.Meta) {
+			refused = errMissingTasks()
+		}
+		t, times, err := m.taskOf(ctx, refused, p.TaskID)
 		if err != nil {
 			var none R
 			return none, err
@@ -183,11 +187,12 @@ func (m *mcpServer) startTask(ctx context.Context, req *mcp.CallToolRequest) (st
 	return streamID, times, nil
 }
 
-// taskOf checks a Tasks request: the extension declared, a task id; and
-// reads the task.
-func (m *mcpServer) taskOf(ctx context.Context, meta mcp.Meta, taskID string) (*mcpTask, mcpTaskTimes, error) {
-	if !declaresTasks(meta) {
-		return nil, mcpTaskTimes{}, errMissingTasks()
+// taskOf checks a request of a task method — not refused (the caller may
+// use tasks: the Tasks extension declared, or a 2025-11-25 session's), a
+// task id — and reads the task.
+func (m *mcpServer) taskOf(ctx context.Context, refused error, taskID string) (*mcpTask, mcpTaskTimes, error) {
+	if refused != nil {
+		return nil, mcpTaskTimes{}, refused
 	}
 	if taskID == "" {
 		return nil, mcpTaskTimes{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.taskId is required"}

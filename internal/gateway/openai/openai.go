@@ -185,8 +185,7 @@ func (o openAI) problem(ctx context.Context, err error) gateway.Problem {
 		st = status.Convert(gateway.Status(ctx, o.s.Logger(), err))
 	}
 	p := gateway.ProblemFromStatus(st)
-	var hs *gateway.HTTPStatusError
-	if errors.As(err, &hs) {
+	if hs, ok := errors.AsType[*gateway.HTTPStatusError](err); ok {
 		p.Status = hs.Status
 	}
 	return p
@@ -207,8 +206,7 @@ func turnProblem(e *agent.TurnError) gateway.Problem {
 // the parameter at fault.
 func toOpenAIError(p gateway.Problem, err error) openAIError {
 	out := openAIError{Message: p.Detail, Type: openAIErrorType(p.Status), Code: p.Title}
-	var pe *chatParamError
-	if errors.As(err, &pe) {
+	if pe, ok := errors.AsType[*chatParamError](err); ok {
 		out.Param = &pe.param
 		if pe.code != "" {
 			out.Code = pe.code

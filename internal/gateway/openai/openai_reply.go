@@ -183,9 +183,9 @@ func note(it projection.Item) []chatDelta {
 	case agent.EventApprovalRequired:
 		what = "waits for approval"
 	case agent.EventQuestion:
-		what = "asks: " + gateway.QuestionOrEmpty(e.Question).Text
+		what = "asks: " + gateway.OrEmpty(e.Question).Text
 	case agent.EventQuestionAnswered:
-		what = gateway.QuestionOrEmpty(e.Question).Outcome
+		what = gateway.OrEmpty(e.Question).Outcome
 	case agent.EventApprovalDecided:
 		if e.Approval != nil {
 			what = e.Approval.Outcome

@@ -492,15 +492,10 @@ func chatPrompt(msgs []chatMessage, session bool) (string, error) {
 // given, in the order of their names. what is what the request is and
 // want what it must hold, for errors.
 func readParams[R any, P ~func(*R, string, json.RawMessage) error](data []byte, req *R, params map[string]P, what, want string) (map[string]json.RawMessage, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, agent.Errorf(agent.CodeInvalid, "the request body is empty: want a JSON object with %s", want)
-	}
-	if err := gateway.OneJSONValue(data); err != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "%s", err)
-	}
-	var fields map[string]json.RawMessage
-	if gateway.JSONKind(data) != '{' || json.Unmarshal(data, &fields) != nil {
-		return nil, agent.Errorf(agent.CodeInvalid, "the request body is not a JSON object: want one with %s", want)
+	fields, err := gateway.BodyObject(data, "the request body is empty: want a JSON object with "+want,
+		"the request body is not a JSON object: want one with "+want)
+	if err != nil {
+		return nil, err
 	}
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		read, ok := params[name]

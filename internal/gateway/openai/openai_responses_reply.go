@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -302,10 +303,7 @@ func (f *responseFold) toolStart(t *agent.ToolEvent) []responseEvent {
 	if _, ok := f.tools[t.CallID]; ok {
 		return nil
 	}
-	args := string(t.Args)
-	if args == "" {
-		args = "{}"
-	}
+	args := cmp.Or(string(t.Args), "{}")
 	i := f.item(responseItem{Type: "mcp_call", ID: "mcp_" + t.CallID, Status: respInProgress, Name: t.Name, Arguments: &args, ServerLabel: f.resp.Model})
 	f.tools[t.CallID] = i
 	return []responseEvent{
@@ -319,10 +317,7 @@ func (f *responseFold) toolStart(t *agent.ToolEvent) []responseEvent {
 // (openai_responses_approve.go), as does any door's approval; the call
 // runs, as an mcp_call item, once approved.
 func (f *responseFold) approvalRequest(t *agent.ToolEvent) []responseEvent {
-	args := string(t.Args)
-	if args == "" {
-		args = "{}"
-	}
+	args := cmp.Or(string(t.Args), "{}")
 	id := approvalItemID(t)
 	i := f.item(responseItem{Type: "mcp_approval_request", ID: id, Name: t.Name, Arguments: &args, ServerLabel: f.resp.Model})
 	f.approvals[id] = &approvalAsked{callID: t.CallID, approvalID: t.ApprovalID, decided: f.settled[id]}

@@ -155,8 +155,7 @@ func (req responseRequest) prompt(session bool) (string, error) {
 		msgs = append([]chatMessage{{Role: roleDeveloper, Text: req.Instructions}}, msgs...)
 	}
 	prompt, err := chatPrompt(msgs, session)
-	var pe *chatParamError
-	if errors.As(err, &pe) && pe.param == "messages" {
+	if pe, ok := errors.AsType[*chatParamError](err); ok && pe.param == "messages" {
 		pe.param = "input"
 	}
 	return prompt, err

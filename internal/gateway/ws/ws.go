@@ -366,8 +366,7 @@ func (s *socket) readMessage() (websocket.MessageType, []byte, error) {
 	b := &intake.Body{Src: r, Budget: s.a.BodyBudget(), Client: caller.Tenant + "/" + caller.Name, Max: gateway.MaxBodyBytes, Length: -1, Deadline: deadline}
 	defer func() { _ = b.Close() }()
 	data, err := b.ReadAll()
-	var refused *intake.Error
-	if errors.As(err, &refused) {
+	if refused, ok := errors.AsType[*intake.Error](err); ok {
 		code := websocket.StatusPolicyViolation
 		switch refused.Status {
 		case http.StatusRequestEntityTooLarge:
