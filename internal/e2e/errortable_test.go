@@ -13,6 +13,7 @@ import (
 	"time"
 
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -181,13 +182,16 @@ func (e *errEnv) problem(code int, h http.Header, body []byte) gateway.DoorError
 	return gateway.DoorError{HTTP: code}
 }
 
-// withBodiesInFlight holds as many request bodies in flight on path
-// (with headers) as one credential may, each a declared MaxBodyBytes
-// that never comes, while probe runs until it is refused for it: the
-// limit of a door that holds no stream.
+// withBodiesInFlight holds request bodies in flight on path (with
+// headers), each a declared MaxBodyBytes that never comes, until probe
+// is refused for them: the limit of a door that holds no stream. It
+// opens as many as one credential may hold, then one more each time the
+// probe still passes: a probe that is itself being read when a held
+// body's handler begins reserves its few bytes first, and that held
+// body is refused in its place, which a slow gateway shows.
 func (e *errEnv) withBodiesInFlight(path string, headers map[string]string, probe func() gateway.DoorError) gateway.DoorError {
 	e.t.Helper()
-	n := int(gateway.DefaultClientInflightBytes / gateway.MaxBodyBytes)
+	share := int(gateway.DefaultClientInflightBytes / gateway.MaxBodyBytes)
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -195,7 +199,7 @@ func (e *errEnv) withBodiesInFlight(path string, headers map[string]string, prob
 		}
 	}()
 	addr := strings.TrimPrefix(e.api, "http://")
-	for range n {
+	hold := func() {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(e.t, err)
 		conns = append(conns, c)
@@ -208,11 +212,20 @@ func (e *errEnv) withBodiesInFlight(path string, headers map[string]string, prob
 		_, err = io.WriteString(c, head.String())
 		require.NoError(e.t, err)
 	}
+	for range share {
+		hold()
+	}
 	// The bodies are reserved as their handlers begin to read them.
 	var got gateway.DoorError
-	require.Eventually(e.t, func() bool {
-		got = probe()
-		return got.HTTP == http.StatusTooManyRequests
+	assert.Eventually(e.t, func() bool {
+		if got = probe(); got.HTTP == http.StatusTooManyRequests {
+			return true
+		}
+		if len(conns) < 2*share {
+			hold()
+		}
+		return false
 	}, time.Minute, 50*time.Millisecond, "the credential's bodies in flight are its share")
+	require.Equal(e.t, http.StatusTooManyRequests, got.HTTP, "the last answer, with %d bodies held", len(conns))
 	return got
 }
