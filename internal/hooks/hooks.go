@@ -30,6 +30,12 @@
 // PII redaction of a tool's output last, so that its return runs first
 // and every handler reads the output redacted.
 //
+// Around the calls, the turn: TurnStart sees it begin, where LoadAgent
+// pins its agent version, before anything of it is recorded, and may
+// reject it (Refuse); TurnEnd sees its result once SaveResult has stored
+// it. Neither sees a value the tenant's PII redaction holds back: the
+// prompt is the redacted one, as the turn records it.
+//
 // Hooks run in activities, so they may do I/O; they run on every attempt
 // of a call. Deterministic hooks on the turn itself are the workflow's
 // components (workflows/component.go).
@@ -89,6 +95,20 @@ type ToolResult struct {
 	Text string
 }
 
+// TurnBegin is a turn as hooks see it as it begins: whose it is, who
+// asks and what. The prompt is the request's, as the turn records it:
+// the gateway has applied the tenant's PII redaction to it, so a
+// redacted value is a placeholder here, never the value behind it.
+// What a callback changes of it is not kept.
+type TurnBegin struct {
+	TenantID, AgentID, JobID, SessionID string
+	AgentVersion                        int
+	// Caller is who asks, from the request's credential; nil for a turn
+	// started through Temporal directly.
+	Caller *agent.Caller
+	Prompt agent.Message
+}
+
 // Turn is a turn as hooks see it once it has ended: whose it was and its
 // result, as stored.
 type Turn struct {
@@ -134,6 +154,16 @@ type Handler struct {
 	// not for the calls a guard or a reconciliation makes of a tool.
 	ToolRead func(ctx context.Context, c *ToolCall, r *ToolResult)
 
+	// TurnStart sees each turn as it begins, once its agent version is
+	// pinned and before the turn is recorded, on every attempt of that
+	// step (a hook that must act once keys by the job); not a job whose
+	// result is stored already, nor a later run of a long turn. It may
+	// refuse the turn (Refuse): the turn is rejected with the reason,
+	// as a request the worker will not run, and stores nothing; any
+	// other error fails the attempt, which is retried. It runs before
+	// the turn holds a place of its agent's rate, so a turn rejected
+	// after it (the rate, a job id in use) has a start and no end.
+	TurnStart func(ctx context.Context, t *TurnBegin) error
 	// TurnEnd sees each turn's result once it is stored, on every
 	// attempt of the store: a hook that must act once keys by the job.
 	TurnEnd func(ctx context.Context, t *Turn)
@@ -262,6 +292,20 @@ func (r *Registry) ToolRead(ctx context.Context, c *ToolCall, res *ToolResult) {
 			h.ToolRead(ctx, c, res)
 		}
 	}
+}
+
+// TurnStart runs the handlers' TurnStart in order, up to the first that
+// fails: its error, named.
+func (r *Registry) TurnStart(ctx context.Context, t *TurnBegin) error {
+	for _, h := range r.Handlers() {
+		if h.TurnStart == nil {
+			continue
+		}
+		if err := h.TurnStart(ctx, t); err != nil {
+			return named(h.Name, err)
+		}
+	}
+	return nil
 }
 
 // TurnEnd runs the handlers' TurnEnd in order.
