@@ -131,7 +131,7 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	// the operator's limit.
 	ag.Limits = ag.Limits.CapModelTimeout(a.maxModelTimeout)
 	ag = ag.CapToolTimeouts(a.maxToolTimeout)
-	return contract.LoadAgentResult{Agent: ag.ForTurn(), Compiled: compiled}, nil
+	return contract.LoadAgentResult{Agent: ag.ForTurn(), Compiled: compiled, ObserveEvents: a.hooks.Events()}, nil
 }
 
 // resultBlocks are a completed result's content blocks: the reasoning,

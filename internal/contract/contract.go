@@ -77,6 +77,7 @@ const (
 	Summarize      = "Summarize"      // SummarizeInput → SummarizeResult
 	AgentOnBusy    = "AgentOnBusy"    // AgentOnBusyInput → AgentOnBusyResult (local, a Conversation's)
 	InterruptModel = "InterruptModel" // InterruptModelInput → nothing (local: a steer stops the call in flight)
+	ObserveEvents  = "ObserveEvents"  // ObserveEventsInput → nothing (the worker's Event hooks read the ended turn's log)
 
 	// An Evaluation's activities.
 	BeginEval       = "BeginEval"       // agent.EvalInput → nothing

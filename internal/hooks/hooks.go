@@ -33,8 +33,15 @@
 // Around the calls, the turn: TurnStart sees it begin, where LoadAgent
 // pins its agent version, before anything of it is recorded, and may
 // reject it (Refuse); TurnEnd sees its result once SaveResult has stored
-// it. Neither sees a value the tenant's PII redaction holds back: the
-// prompt is the redacted one, as the turn records it.
+// it; Event sees each event of its log, in order, once the turn has
+// logged its terminal one (ObserveEvents). The turn logs its events in
+// workflow code, and no activity sees them all as they happen (a call's
+// activity sees its own tokens, the others what the turn hands them
+// when it streams), so the one place each passes once is the ended log,
+// read as every door reads it. None of them sees a value the tenant's
+// PII redaction holds back: the prompt, the model's messages, a tool's
+// arguments and output and the events hold placeholders; only the tool
+// the tenant lets see a value gets it, in what the tool is given.
 //
 // Hooks run in activities, so they may do I/O; they run on every attempt
 // of a call. Deterministic hooks on the turn itself are the workflow's
@@ -109,6 +116,13 @@ type TurnBegin struct {
 	Prompt agent.Message
 }
 
+// TurnEvent is one event of a turn's log as hooks see it: whose turn it
+// is, and the event as the log holds it, index and all.
+type TurnEvent struct {
+	TenantID, AgentID, JobID string
+	Event                    agent.Event
+}
+
 // Turn is a turn as hooks see it once it has ended: whose it was and its
 // result, as stored.
 type Turn struct {
@@ -164,6 +178,14 @@ type Handler struct {
 	// the turn holds a place of its agent's rate, so a turn rejected
 	// after it (the rate, a job id in use) has a start and no end.
 	TurnStart func(ctx context.Context, t *TurnBegin) error
+	// Event sees each event of a turn's log, in order, once the turn has
+	// logged its last: the log is what every door reads, so a hook reads
+	// it as they do and cannot change or drop an event. It sees the log
+	// whole (retried calls' voided text, child turns' events and all,
+	// agent.Unvoided tells them apart), on every attempt of the read: a
+	// hook that must act once keys by the job and the event's index. It
+	// must be quick: the turn's close waits for it.
+	Event func(ctx context.Context, e *TurnEvent)
 	// TurnEnd sees each turn's result once it is stored, on every
 	// attempt of the store: a hook that must act once keys by the job.
 	TurnEnd func(ctx context.Context, t *Turn)
@@ -306,6 +328,26 @@ func (r *Registry) TurnStart(ctx context.Context, t *TurnBegin) error {
 		}
 	}
 	return nil
+}
+
+// Event runs the handlers' Event in order.
+func (r *Registry) Event(ctx context.Context, e *TurnEvent) {
+	for _, h := range r.Handlers() {
+		if h.Event != nil {
+			h.Event(ctx, e)
+		}
+	}
+}
+
+// Events reports whether a handler takes a turn's events: only then
+// does the turn hand its log to them.
+func (r *Registry) Events() bool {
+	for _, h := range r.Handlers() {
+		if h.Event != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // TurnEnd runs the handlers' TurnEnd in order.
