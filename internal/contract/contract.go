@@ -63,7 +63,7 @@ const (
 // Activity types. AgentTurn runs Route, LoadAgent, SaveResult,
 // RecordApproval, SealStream and RunProgram as local activities, and CallModel and ExecuteTool as
 // activities (ExecuteTool as a local activity for tools whose execution
-// is local). A Conversation runs Summarize between turns.
+// is local), and ObserveEvents as one when the worker has Event hooks. A Conversation runs Summarize between turns.
 const (
 	Route          = "Route"          // RouteInput → RouteResult
 	LoadAgent      = "LoadAgent"      // LoadAgentInput → LoadAgentResult
