@@ -46,8 +46,8 @@ type Options struct {
 	// Tools are tool kinds beside the built-in ones: Go functions (Func)
 	// and kinds of your own. A catalog names them by kind.
 	Tools []Tool
-	// Hooks run around every model and tool call, after tracing, in
-	// order (Hook).
+	// Hooks run around every turn, model call and tool call, after
+	// tracing, in order (Hook).
 	Hooks []Hook
 	// Models are model providers of your own, by the name agents give
 	// them in a catalog ("name:model"): any langchaingo model — one of

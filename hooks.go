@@ -5,10 +5,15 @@ import (
 	"github.com/agentflow/agentflow/internal/hooks"
 )
 
-// Hook is one concern's callbacks around every model and tool call: a
-// guard, an audit log, metrics of your own. Set what you need of
-// ModelStart, ModelChunk, ModelReturn, ModelEnd, ModelError, ToolStart,
-// ToolReturn, ToolEnd, ToolError, ToolRead and TurnEnd. Starts run in the
+// Hook is one concern's callbacks around every turn, model call and tool
+// call: a guard, an audit log, metrics of your own. Set what you need of
+// TurnStart, ModelStart, ModelChunk, ModelReturn, ModelEnd, ModelError,
+// ToolStart, ToolReturn, ToolEnd, ToolError, ToolRead, Event and TurnEnd.
+// TurnStart sees each turn as it begins (its prompt as the turn records
+// it, redacted) and may reject it (Refuse); Event sees each event of its
+// log, in order, once it has logged its last (it cannot change one: the
+// log is what every door reads; the turn's close waits for it); TurnEnd
+// sees its stored result. Starts run in the
 // order the hooks are given, returns, ends and errors in reverse; a start
 // may return a context for the call and the hooks after it, or refuse the
 // call (Refuse). A return (ModelReturn, ToolReturn) sees what the call
@@ -30,6 +35,10 @@ type (
 	ModelReply = hooks.ModelReply
 	ToolCall   = hooks.ToolCall
 	ToolResult = hooks.ToolResult
+	// TurnBegin is a turn as it begins: whose, who asks, its prompt.
+	TurnBegin = hooks.TurnBegin
+	// TurnEvent is one event of a turn's log, and whose turn it is.
+	TurnEvent = hooks.TurnEvent
 	// Turn is a turn once it has ended: its tenant, agent and result.
 	Turn = hooks.Turn
 	// Message is one message of what the model reads.

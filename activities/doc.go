@@ -1,8 +1,7 @@
 // Package activities implements agentflow's Temporal activities: Route,
-// LoadAgent, CallModel, ExecuteTool, SaveResult, RecordApproval and
-// SealStream. The
-// package name is plural so it does not clash with the SDK's activity
-// package.
+// LoadAgent, CallModel, ExecuteTool, SaveResult, RecordApproval,
+// SealStream and ObserveEvents. The package name is plural so it does not
+// clash with the SDK's activity package.
 //
 // It must not import the workflows or the gateway: the workflows know the
 // activities only by the contract's names.

@@ -39,6 +39,7 @@ func (a *Activities) Register(r Registry) {
 	registerNoResult(r, contract.Deliver, a.Deliver)
 	registerNoResult(r, contract.InterruptModel, a.InterruptModel)
 	registerNoResult(r, contract.RecordApproval, a.RecordApproval)
+	registerNoResult(r, contract.ObserveEvents, a.ObserveEvents)
 	// Classified, not weighed: a recorded prompt, within a turn request's
 	// bounds, and a sweep's counts.
 	registerUnchecked(r, contract.PrepareReplay, a.PrepareReplay)

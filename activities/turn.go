@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -55,7 +56,8 @@ func (a *Activities) Route(ctx context.Context, in contract.RouteInput) (contrac
 // of a turn begun under it, is another request's (agent.TurnRequest.Hash),
 // it fails with agent.CodeConflict and the turn is rejected, storing
 // nothing — whoever started it (the gateway, the temporal CLI, a parent
-// workflow) and under whatever workflow id.
+// workflow) and under whatever workflow id. The worker's TurnStart hooks
+// see the turn before it is recorded, and may reject it.
 func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) (contract.LoadAgentResult, error) {
 	req := in.Request
 	// The gateway compiles a request's output schema before it starts the
@@ -93,6 +95,16 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	if err != nil {
 		return contract.LoadAgentResult{}, err
 	}
+	prompt := &agent.Message{Role: agent.RoleUser, Content: req.Prompt, Parts: parts}
+	// The worker's hooks see the turn before it is recorded: one that
+	// refuses it rejects it with nothing stored, as any rejected request.
+	if err := a.hooks.TurnStart(ctx, &hooks.TurnBegin{
+		TenantID: req.TenantID, AgentID: ag.ID, JobID: req.JobID, SessionID: req.SessionID,
+		AgentVersion: ag.Version, Caller: req.Caller,
+		Prompt: agent.Message{Role: agent.RoleUser, Content: req.Prompt, Parts: slices.Clone(parts)},
+	}); err != nil {
+		return contract.LoadAgentResult{}, err
+	}
 	// The version as its model receives it: its artefact read, or
 	// compiled and stored when missing (compiled.go).
 	_, compiled := a.compiledAgent(ctx, ag, true)
@@ -106,7 +118,7 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 		Request:      req,
 
 		TurnsPerMinute: ag.Limits.TurnsPerMinute,
-		Prompt:         &agent.Message{Role: agent.RoleUser, Content: req.Prompt, Parts: parts},
+		Prompt:         prompt,
 		CompiledRef:    compiled,
 	})
 	if agent.IsCode(err, agent.CodeConflict) {
@@ -119,7 +131,7 @@ func (a *Activities) LoadAgent(ctx context.Context, in contract.LoadAgentInput) 
 	// the operator's limit.
 	ag.Limits = ag.Limits.CapModelTimeout(a.maxModelTimeout)
 	ag = ag.CapToolTimeouts(a.maxToolTimeout)
-	return contract.LoadAgentResult{Agent: ag.ForTurn(), Compiled: compiled}, nil
+	return contract.LoadAgentResult{Agent: ag.ForTurn(), Compiled: compiled, ObserveEvents: a.hooks.Events()}, nil
 }
 
 // resultBlocks are a completed result's content blocks: the reasoning,

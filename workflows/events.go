@@ -23,6 +23,9 @@ type logging struct {
 	log      *eventlog.Log
 	progress workflow.ReceiveChannel
 	forward  *eventlog.Forwarder
+	// observe says the worker has Event hooks, which read the log once
+	// it has ended (observeEvents).
+	observe bool
 }
 
 // start makes the run's log — a new one, or the previous run's as it
@@ -38,6 +41,7 @@ func (l *logging) start(ctx workflow.Context, t *turn, carried *contract.TurnCar
 			return fmt.Errorf("restore the event log: %w", err)
 		}
 		l.log.Earlier(workflow.GetInfo(ctx).ContinuedExecutionRunID)
+		l.observe = carried.ObserveEvents
 	}
 	// A child turn's own tool and approval events go to its parent's log.
 	parent := ""
@@ -62,6 +66,27 @@ func (l *logging) start(ctx workflow.Context, t *turn, carried *contract.TurnCar
 	return nil
 }
 
+// observeEvents hands the ended log to the worker's Event hooks
+// (contract.ObserveEvents): a regular activity, so that the workflow
+// task that logged the terminal event has completed and the events query
+// answers while it runs. The hooks only read: a failure is logged, and
+// the turn ends as it would have.
+func (l *logging) observeEvents(ctx workflow.Context, tenantID, agentID, jobID string) {
+	if !l.observe {
+		return
+	}
+	// A cancelled turn still ends here: the read must not be cancelled
+	// with it.
+	octx, _ := workflow.NewDisconnectedContext(ctx)
+	octx = workflow.WithActivityOptions(octx, observeOptions())
+	err := workflow.ExecuteActivity(octx, contract.ObserveEvents, contract.ObserveEventsInput{
+		TenantID: tenantID, AgentID: agentID, JobID: jobID, WorkflowID: l.t.workflowID,
+	}).Get(octx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("event hooks did not read the turn's log", "error", contract.ErrorOf(err).Message)
+	}
+}
+
 // carry hands on the log's tail (eventlog.CarryBytes of it) and its next
 // index: readers further behind read the earlier runs.
 func (l *logging) carry(c *contract.TurnCarry) error {
@@ -69,7 +94,7 @@ func (l *logging) carry(c *contract.TurnCarry) error {
 	if err != nil {
 		return fmt.Errorf("hand on the event log: %w", err)
 	}
-	c.Stream = s
+	c.Stream, c.ObserveEvents = s, l.observe
 	return nil
 }
 

@@ -50,6 +50,18 @@ func modelOptions(limits agent.Limits, summary string) workflow.ActivityOptions 
 // modelAttempts is how many attempts a CallModel activity makes at most.
 const modelAttempts = 6
 
+// observeOptions are ObserveEvents's: the worker's Event hooks are
+// quick, and the turn's close waits for them, so a few short attempts.
+func observeOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 5 * time.Second, MaximumAttempts: 3,
+		},
+		Summary: "event hooks",
+	}
+}
+
 func toolRetry() *temporal.RetryPolicy {
 	return &temporal.RetryPolicy{
 		InitialInterval:    time.Second,

@@ -122,6 +122,7 @@ func (t *turn) finishStored(ctx workflow.Context, res agent.TurnResult) (agent.T
 	// Followers end with what the close carries (the value returned is
 	// not compared on replay: old runs replay as they were).
 	res.StreamTail = t.log.Tail(t.req.Streaming())
+	t.observeEvents(ctx, t.req.TenantID, t.agent.ID, t.req.JobID)
 	switch res.Status {
 	case agent.StatusCompleted:
 		workflow.SetCurrentDetails(ctx, "completed")

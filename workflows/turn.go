@@ -201,7 +201,7 @@ func (t *turn) load(ctx workflow.Context) (res agent.TurnResult, done bool, err 
 		res, err = t.finishStored(ctx, *loaded.Existing)
 		return res, true, err
 	}
-	t.agent = loaded.Agent
+	t.agent, t.observe = loaded.Agent, loaded.ObserveEvents
 	t.model = t.agent.Model
 	if m := t.req.Model; m != "" && m != t.agent.Model {
 		// The agent allows it (LoadAgent refuses a model it does not):

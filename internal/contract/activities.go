@@ -52,6 +52,19 @@ type LoadAgentResult struct {
 	// Compiled is the compiled agent the turn began with
 	// (agent.CompiledRef): what its model calls send, kept by its hash.
 	Compiled string `json:"compiled,omitempty"`
+	// ObserveEvents says the worker has Event hooks: the turn runs
+	// ObserveEvents once its log has ended. Recorded here, so that the
+	// turn's replay schedules what its run did.
+	ObserveEvents bool `json:"observe_events,omitempty"`
+}
+
+// ObserveEventsInput names the turn whose log the worker's Event hooks
+// read, from its first event to its terminal one.
+type ObserveEventsInput struct {
+	TenantID   string `json:"tenant_id"`
+	AgentID    string `json:"agent_id"`
+	JobID      string `json:"job_id"`
+	WorkflowID string `json:"workflow_id"`
 }
 
 // CallModelInput names everything the model call needs by reference: the

@@ -54,6 +54,8 @@ type TurnCarry struct {
 
 	// Stream is the event log's tail and next index (eventlog.Log.Carry).
 	Stream agent.StreamState `json:"stream"`
+	// ObserveEvents is LoadAgentResult's: the turn ends with ObserveEvents.
+	ObserveEvents bool `json:"observe_events,omitempty"`
 	// Each component's part, its own type (workflows/component.go),
 	// embedded so that its fields keep their keys in the carry's JSON.
 	ModelCarry

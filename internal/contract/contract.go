@@ -63,7 +63,7 @@ const (
 // Activity types. AgentTurn runs Route, LoadAgent, SaveResult,
 // RecordApproval, SealStream and RunProgram as local activities, and CallModel and ExecuteTool as
 // activities (ExecuteTool as a local activity for tools whose execution
-// is local). A Conversation runs Summarize between turns.
+// is local), and ObserveEvents as one when the worker has Event hooks. A Conversation runs Summarize between turns.
 const (
 	Route          = "Route"          // RouteInput → RouteResult
 	LoadAgent      = "LoadAgent"      // LoadAgentInput → LoadAgentResult
@@ -77,6 +77,7 @@ const (
 	Summarize      = "Summarize"      // SummarizeInput → SummarizeResult
 	AgentOnBusy    = "AgentOnBusy"    // AgentOnBusyInput → AgentOnBusyResult (local, a Conversation's)
 	InterruptModel = "InterruptModel" // InterruptModelInput → nothing (local: a steer stops the call in flight)
+	ObserveEvents  = "ObserveEvents"  // ObserveEventsInput → nothing (the worker's Event hooks read the ended turn's log)
 
 	// An Evaluation's activities.
 	BeginEval       = "BeginEval"       // agent.EvalInput → nothing

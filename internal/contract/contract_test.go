@@ -100,7 +100,7 @@ func TestNamesDeclaredOnce(t *testing.T) {
 		contract.ScoreEvalCase, contract.FinishEval, contract.Delivery, contract.Deliver,
 		contract.Retention, contract.SweepRetention, contract.MemoryExtract, contract.ExtractMemories,
 		contract.Ingest, contract.IngestPage, contract.QueryIngestStatus, contract.Prepare,
-		contract.SealStream, contract.Summarize, contract.AgentOnBusy, contract.InterruptModel, contract.SignalCancelTurn,
+		contract.SealStream, contract.Summarize, contract.AgentOnBusy, contract.InterruptModel, contract.SignalCancelTurn, contract.ObserveEvents,
 		contract.SignalNotifyTokens, contract.UpdateSendMessage, contract.QueryTranscript,
 		contract.UpdateStreamPoll, contract.QueryStreamOffset, contract.SignalStreamPublish,
 		contract.SearchTenant.GetName(), contract.SearchAgent.GetName(), contract.SearchSession.GetName(),

@@ -30,6 +30,19 @@
 // PII redaction of a tool's output last, so that its return runs first
 // and every handler reads the output redacted.
 //
+// Around the calls, the turn: TurnStart sees it begin, where LoadAgent
+// pins its agent version, before anything of it is recorded, and may
+// reject it (Refuse); TurnEnd sees its result once SaveResult has stored
+// it; Event sees each event of its log, in order, once the turn has
+// logged its terminal one (ObserveEvents). The turn logs its events in
+// workflow code, and no activity sees them all as they happen (a call's
+// activity sees its own tokens, the others what the turn hands them
+// when it streams), so the one place each passes once is the ended log,
+// read as every door reads it. None of them sees a value the tenant's
+// PII redaction holds back: the prompt, the model's messages, a tool's
+// arguments and output and the events hold placeholders; only the tool
+// the tenant lets see a value gets it, in what the tool is given.
+//
 // Hooks run in activities, so they may do I/O; they run on every attempt
 // of a call. Deterministic hooks on the turn itself are the workflow's
 // components (workflows/component.go).
@@ -89,6 +102,27 @@ type ToolResult struct {
 	Text string
 }
 
+// TurnBegin is a turn as hooks see it as it begins: whose it is, who
+// asks and what. The prompt is the request's, as the turn records it:
+// the gateway has applied the tenant's PII redaction to it, so a
+// redacted value is a placeholder here, never the value behind it.
+// What a callback changes of it is not kept.
+type TurnBegin struct {
+	TenantID, AgentID, JobID, SessionID string
+	AgentVersion                        int
+	// Caller is who asks, from the request's credential; nil for a turn
+	// started through Temporal directly.
+	Caller *agent.Caller
+	Prompt agent.Message
+}
+
+// TurnEvent is one event of a turn's log as hooks see it: whose turn it
+// is, and the event as the log holds it, index and all.
+type TurnEvent struct {
+	TenantID, AgentID, JobID string
+	Event                    agent.Event
+}
+
 // Turn is a turn as hooks see it once it has ended: whose it was and its
 // result, as stored.
 type Turn struct {
@@ -134,6 +168,24 @@ type Handler struct {
 	// not for the calls a guard or a reconciliation makes of a tool.
 	ToolRead func(ctx context.Context, c *ToolCall, r *ToolResult)
 
+	// TurnStart sees each turn as it begins, once its agent version is
+	// pinned and before the turn is recorded, on every attempt of that
+	// step (a hook that must act once keys by the job); not a job whose
+	// result is stored already, nor a later run of a long turn. It may
+	// refuse the turn (Refuse): the turn is rejected with the reason,
+	// as a request the worker will not run, and stores nothing; any
+	// other error fails the attempt, which is retried. It runs before
+	// the turn holds a place of its agent's rate, so a turn rejected
+	// after it (the rate, a job id in use) has a start and no end.
+	TurnStart func(ctx context.Context, t *TurnBegin) error
+	// Event sees each event of a turn's log, in order, once the turn has
+	// logged its last: the log is what every door reads, so a hook reads
+	// it as they do and cannot change or drop an event. It sees the log
+	// whole (retried calls' voided text, child turns' events and all,
+	// agent.Unvoided tells them apart), on every attempt of the read: a
+	// hook that must act once keys by the job and the event's index. It
+	// must be quick: the turn's close waits for it.
+	Event func(ctx context.Context, e *TurnEvent)
 	// TurnEnd sees each turn's result once it is stored, on every
 	// attempt of the store: a hook that must act once keys by the job.
 	TurnEnd func(ctx context.Context, t *Turn)
@@ -262,6 +314,40 @@ func (r *Registry) ToolRead(ctx context.Context, c *ToolCall, res *ToolResult) {
 			h.ToolRead(ctx, c, res)
 		}
 	}
+}
+
+// TurnStart runs the handlers' TurnStart in order, up to the first that
+// fails: its error, named.
+func (r *Registry) TurnStart(ctx context.Context, t *TurnBegin) error {
+	for _, h := range r.Handlers() {
+		if h.TurnStart == nil {
+			continue
+		}
+		if err := h.TurnStart(ctx, t); err != nil {
+			return named(h.Name, err)
+		}
+	}
+	return nil
+}
+
+// Event runs the handlers' Event in order.
+func (r *Registry) Event(ctx context.Context, e *TurnEvent) {
+	for _, h := range r.Handlers() {
+		if h.Event != nil {
+			h.Event(ctx, e)
+		}
+	}
+}
+
+// Events reports whether a handler takes a turn's events: only then
+// does the turn hand its log to them.
+func (r *Registry) Events() bool {
+	for _, h := range r.Handlers() {
+		if h.Event != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // TurnEnd runs the handlers' TurnEnd in order.

@@ -129,3 +129,39 @@ func TestNamedKeepsApplicationErrors(t *testing.T) {
 	_, err := r.ModelStart(context.Background(), &ModelCall{})
 	require.Same(t, app, err, "Temporal reads an application error's type only unwrapped")
 }
+
+func TestTurnStart(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refuse  error
+		got     []string
+		refused bool
+	}{
+		{name: "admitted", got: []string{"a", "b"}},
+		{name: "refused", refuse: Refuse("not today"), got: []string{"a"}, refused: true},
+		{name: "failed", refuse: errors.New("audit log unavailable"), got: []string{"a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			start := func(name string, err error) Handler {
+				return Handler{Name: name, TurnStart: func(_ context.Context, b *TurnBegin) error {
+					require.Equal(t, "job", b.JobID)
+					got = append(got, name)
+					return err
+				}}
+			}
+			r := New(start("a", tc.refuse), Handler{Name: "empty"}, start("b", nil))
+			err := r.TurnStart(context.Background(), &TurnBegin{JobID: "job"})
+			require.Equal(t, tc.got, got, "in order, up to the first that fails")
+			switch {
+			case tc.refuse == nil:
+				require.NoError(t, err)
+			case tc.refused:
+				require.True(t, agent.IsCode(err, agent.CodeGuardrailTripped), "a refusal keeps its code: %v", err)
+			default:
+				require.ErrorContains(t, err, "hook a: audit log unavailable")
+			}
+		})
+	}
+	require.NoError(t, (*Registry)(nil).TurnStart(context.Background(), &TurnBegin{}))
+}
