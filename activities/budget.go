@@ -26,17 +26,13 @@ const reservationGrace = 30 * time.Second
 func (a *Activities) budgets() hooks.Handler {
 	return hooks.Handler{
 		Name: "budgets",
-		ModelStart: func(ctx context.Context, c *hooks.ModelCall) (context.Context, error) {
-			m := modelCallOf(ctx)
-			if m == nil {
-				return ctx, nil
-			}
+		ModelStart: modelStart(func(ctx context.Context, m *modelCall, c *hooks.ModelCall) error {
 			err := m.reserve(ctx, c.Messages)
 			if m.held {
 				m.giveBack = append(m.giveBack, m.giveBackReservation)
 			}
-			return ctx, err
-		},
+			return err
+		}),
 	}
 }
 

@@ -24,17 +24,13 @@ import (
 func (a *Activities) admission() hooks.Handler {
 	return hooks.Handler{
 		Name: "provider governor",
-		ModelStart: func(ctx context.Context, c *hooks.ModelCall) (context.Context, error) {
-			m := modelCallOf(ctx)
-			if m == nil {
-				return ctx, nil
-			}
+		ModelStart: modelStart(func(ctx context.Context, m *modelCall, c *hooks.ModelCall) error {
 			err := m.admit(ctx, c.Messages)
 			if m.permit != nil {
 				m.giveBack = append(m.giveBack, m.endAdmission)
 			}
-			return ctx, err
-		},
+			return err
+		}),
 		ModelReturn: func(ctx context.Context, _ *hooks.ModelCall, _ *hooks.ModelReply) error {
 			if m := modelCallOf(ctx); m != nil {
 				m.endAdmission(ctx)
@@ -129,15 +125,11 @@ func (a *Activities) toolRateLimit() hooks.Handler {
 	}
 	return hooks.Handler{
 		Name: "tool rate limit",
-		ToolStart: func(ctx context.Context, _ *hooks.ToolCall) (context.Context, error) {
-			t := toolRunOf(ctx)
-			if t == nil {
-				return ctx, nil
-			}
+		ToolStart: toolStart(func(ctx context.Context, t *toolRun) error {
 			var err error
 			t.permit, err = a.admitTool(ctx, t.spec, t.in, t.report)
-			return ctx, err
-		},
+			return err
+		}),
 		ToolEnd:   func(ctx context.Context, _ *hooks.ToolCall, _ *hooks.ToolResult) { done(ctx) },
 		ToolError: func(ctx context.Context, _ *hooks.ToolCall, _ error) { done(ctx) },
 	}

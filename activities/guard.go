@@ -154,17 +154,13 @@ func (a *Activities) askGuardTool(ctx context.Context, ag agent.Agent, in contra
 func (a *Activities) outputGuardHook() hooks.Handler {
 	return hooks.Handler{
 		Name: "output guard",
-		ModelStart: func(ctx context.Context, _ *hooks.ModelCall) (context.Context, error) {
-			m := modelCallOf(ctx)
-			if m == nil {
-				return ctx, nil
-			}
+		ModelStart: modelStart(func(ctx context.Context, m *modelCall, _ *hooks.ModelCall) error {
 			guard, err := a.outputGuard(ctx, m.ag, m.in)
 			if guard != nil {
 				m.out.held, m.out.refusal = guard.Reply(), guard.Refusal
 			}
-			return ctx, err
-		},
+			return err
+		}),
 		ModelReturn: func(ctx context.Context, _ *hooks.ModelCall, r *hooks.ModelReply) error {
 			m := modelCallOf(ctx)
 			if m == nil {

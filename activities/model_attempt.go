@@ -198,18 +198,26 @@ func modelCallOf(ctx context.Context) *modelCall {
 	return m
 }
 
+// modelStart is a ModelStart of the activities' own concerns: start runs
+// with the call CallModel makes, and a model call made elsewhere (a
+// guard's judge, an evaluation's) passes.
+func modelStart(start func(ctx context.Context, m *modelCall, c *hooks.ModelCall) error) func(context.Context, *hooks.ModelCall) (context.Context, error) {
+	return func(ctx context.Context, c *hooks.ModelCall) (context.Context, error) {
+		if m := modelCallOf(ctx); m != nil {
+			return ctx, start(ctx, m, c)
+		}
+		return ctx, nil
+	}
+}
+
 // inputGuards is the agent's input guards as the first hook of every
 // model call: they ask about what is new for the call before anything is
 // sent — before its budget is reserved (guardInput).
 func (a *Activities) inputGuards() hooks.Handler {
 	return hooks.Handler{
 		Name: "input guards",
-		ModelStart: func(ctx context.Context, c *hooks.ModelCall) (context.Context, error) {
-			m := modelCallOf(ctx)
-			if m == nil {
-				return ctx, nil
-			}
-			return ctx, a.guardInput(ctx, m.ag, m.in, c.Messages)
-		},
+		ModelStart: modelStart(func(ctx context.Context, m *modelCall, c *hooks.ModelCall) error {
+			return a.guardInput(ctx, m.ag, m.in, c.Messages)
+		}),
 	}
 }

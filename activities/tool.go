@@ -311,6 +311,17 @@ func toolRunOf(ctx context.Context) *toolRun {
 	return t
 }
 
+// toolStart is a ToolStart of the activities' own concerns: start runs
+// with the call runTool makes, and a call made elsewhere passes.
+func toolStart(start func(ctx context.Context, t *toolRun) error) func(context.Context, *hooks.ToolCall) (context.Context, error) {
+	return func(ctx context.Context, _ *hooks.ToolCall) (context.Context, error) {
+		if t := toolRunOf(ctx); t != nil {
+			return ctx, start(ctx, t)
+		}
+		return ctx, nil
+	}
+}
+
 // hooked is the call as hooks see it: its arguments the model's, as the
 // history keeps them.
 func (t *toolRun) hooked() *hooks.ToolCall {

@@ -25,26 +25,22 @@ import (
 func (a *Activities) piiReveal() hooks.Handler {
 	return hooks.Handler{
 		Name: "pii reveal",
-		ToolStart: func(ctx context.Context, _ *hooks.ToolCall) (context.Context, error) {
-			t := toolRunOf(ctx)
-			if t == nil {
-				return ctx, nil
-			}
+		ToolStart: toolStart(func(ctx context.Context, t *toolRun) error {
 			var err error
 			if t.pii, err = a.piiPolicy(ctx, t.in.TenantID); err != nil {
-				return ctx, err
+				return err
 			}
 			reveal := t.pii.Config.Reveal
 			if !slices.Contains(reveal, t.spec.Entry()) && !slices.Contains(reveal, t.spec.Name) {
-				return ctx, nil
+				return nil
 			}
 			args, err := a.vault.Reveal(ctx, t.in.TenantID, piiScope(t.in), string(t.call.Args))
 			if err != nil {
-				return ctx, err
+				return err
 			}
 			t.call.Args = json.RawMessage(args)
-			return ctx, nil
-		},
+			return nil
+		}),
 	}
 }
 
