@@ -246,30 +246,17 @@ func (r *Registry) Chunks() bool {
 // ModelReturn runs the handlers' ModelReturn in reverse order, up to
 // the first that fails; the caller then runs ModelError.
 func (r *Registry) ModelReturn(ctx context.Context, c *ModelCall, reply *ModelReply) error {
-	return returned(r.Handlers(), func(h Handler) error {
-		if h.ModelReturn == nil {
-			return nil
-		}
-		return h.ModelReturn(ctx, c, reply)
-	})
+	return returned(r.Handlers(), func(h Handler) func(context.Context, *ModelCall, *ModelReply) error { return h.ModelReturn }, ctx, c, reply)
 }
 
 // ModelEnd runs the handlers' ModelEnd in reverse order.
 func (r *Registry) ModelEnd(ctx context.Context, c *ModelCall, reply *ModelReply) {
-	backwards(r.Handlers(), func(h Handler) {
-		if h.ModelEnd != nil {
-			h.ModelEnd(ctx, c, reply)
-		}
-	})
+	backwards(r.Handlers(), func(h Handler) func(context.Context, *ModelCall, *ModelReply) { return h.ModelEnd }, ctx, c, reply)
 }
 
 // ModelError runs the handlers' ModelError in reverse order.
 func (r *Registry) ModelError(ctx context.Context, c *ModelCall, err error) {
-	backwards(r.Handlers(), func(h Handler) {
-		if h.ModelError != nil {
-			h.ModelError(ctx, c, err)
-		}
-	})
+	backwards(r.Handlers(), func(h Handler) func(context.Context, *ModelCall, error) { return h.ModelError }, ctx, c, err)
 }
 
 // ToolStart runs the handlers' ToolStart in order, as ModelStart does.
@@ -281,30 +268,17 @@ func (r *Registry) ToolStart(ctx context.Context, c *ToolCall) (context.Context,
 // ToolReturn runs the handlers' ToolReturn in reverse order, up to the
 // first that fails; the caller then runs ToolError.
 func (r *Registry) ToolReturn(ctx context.Context, c *ToolCall, res *ToolResult) error {
-	return returned(r.Handlers(), func(h Handler) error {
-		if h.ToolReturn == nil {
-			return nil
-		}
-		return h.ToolReturn(ctx, c, res)
-	})
+	return returned(r.Handlers(), func(h Handler) func(context.Context, *ToolCall, *ToolResult) error { return h.ToolReturn }, ctx, c, res)
 }
 
 // ToolEnd runs the handlers' ToolEnd in reverse order.
 func (r *Registry) ToolEnd(ctx context.Context, c *ToolCall, res *ToolResult) {
-	backwards(r.Handlers(), func(h Handler) {
-		if h.ToolEnd != nil {
-			h.ToolEnd(ctx, c, res)
-		}
-	})
+	backwards(r.Handlers(), func(h Handler) func(context.Context, *ToolCall, *ToolResult) { return h.ToolEnd }, ctx, c, res)
 }
 
 // ToolError runs the handlers' ToolError in reverse order.
 func (r *Registry) ToolError(ctx context.Context, c *ToolCall, err error) {
-	backwards(r.Handlers(), func(h Handler) {
-		if h.ToolError != nil {
-			h.ToolError(ctx, c, err)
-		}
-	})
+	backwards(r.Handlers(), func(h Handler) func(context.Context, *ToolCall, error) { return h.ToolError }, ctx, c, err)
 }
 
 // ToolRead runs the handlers' ToolRead in order.
@@ -375,11 +349,7 @@ func start[C any](ctx context.Context, hs []Handler, c C, startOf func(Handler) 
 		next, err := f(ctx, c)
 		if err != nil {
 			err = named(h.Name, err)
-			backwards(hs[:i], func(h Handler) {
-				if f := errorOf(h); f != nil {
-					f(ctx, c, err)
-				}
-			})
+			backwards(hs[:i], func(h Handler) func(context.Context, C, error) { return errorOf(h) }, ctx, c, err)
 			return ctx, err
 		}
 		ctx = next
@@ -387,21 +357,26 @@ func start[C any](ctx context.Context, hs []Handler, c C, startOf func(Handler) 
 	return ctx, nil
 }
 
-// returned calls f with each handler, last first, until one fails: its
-// error, named.
-func returned(hs []Handler, f func(Handler) error) error {
+// returned calls the callback pick finds of each handler that has it,
+// last first, until one fails: its error, named.
+func returned[C, R any](hs []Handler, pick func(Handler) func(context.Context, C, R) error, ctx context.Context, c C, r R) error {
 	for i := len(hs) - 1; i >= 0; i-- {
-		if err := f(hs[i]); err != nil {
-			return named(hs[i].Name, err)
+		if f := pick(hs[i]); f != nil {
+			if err := f(ctx, c, r); err != nil {
+				return named(hs[i].Name, err)
+			}
 		}
 	}
 	return nil
 }
 
-// backwards calls f with each handler, last first.
-func backwards(hs []Handler, f func(Handler)) {
+// backwards calls the callback pick finds of each handler that has it,
+// last first.
+func backwards[C, V any](hs []Handler, pick func(Handler) func(context.Context, C, V), ctx context.Context, c C, v V) {
 	for i := len(hs) - 1; i >= 0; i-- {
-		f(hs[i])
+		if f := pick(hs[i]); f != nil {
+			f(ctx, c, v)
+		}
 	}
 }
 
