@@ -103,9 +103,6 @@ func New(o Options) *Pool {
 // Memory is the per-program budget in bytes.
 func (p *Pool) Memory() int64 { return p.memory }
 
-// Concurrency is the most programs that run at once.
-func (p *Pool) Concurrency() int { return p.procs.Slots() }
-
 // Run runs prog and yields its outputs as the child sends them: gojq's
 // values (nil, bool, int, float64, *big.Int, json.Number, string, []any,
 // map[string]any; NaN and ±Inf as they are). It ends after the last
