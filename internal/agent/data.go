@@ -352,6 +352,16 @@ func MarshalPlain(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
+// UnmarshalNumbers decodes the JSON value that b begins with, its numbers
+// as json.Number: as they were written, not rounded through float64.
+func UnmarshalNumbers(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
+}
+
 // FormatBytes writes a size for people: "812 bytes", "2 KiB", "9.4 MiB".
 func FormatBytes(n int) string {
 	switch {
