@@ -321,19 +321,12 @@ func summary(raw json.RawMessage) string {
 		n++
 	}
 	if open == json.Delim('{') {
-		return fmt.Sprintf("(an object of %s, %s)", plural(n, "field"), FormatBytes(len(raw)))
+		return fmt.Sprintf("(an object of %s, %s)", words.Count(n, "field"), FormatBytes(len(raw)))
 	}
-	return fmt.Sprintf("(an array of %s, %s)", plural(n, "item"), FormatBytes(len(raw)))
+	return fmt.Sprintf("(an array of %s, %s)", words.Count(n, "item"), FormatBytes(len(raw)))
 }
 
 // plural is "1 field", "2 fields".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // encode is v as JSON, without HTML escapes.
 func encode(v any) []byte {
 	b, _ := MarshalPlain(v) // strings and numbers
