@@ -161,7 +161,7 @@ func (p *Pool) run(ctx context.Context, prog Program, yield func(any, error) boo
 		}
 		return ErrTimeout
 	case errors.Is(err, errDied):
-		return p.died(c)
+		return c.Reap("jq process", deathCause)
 	case (err == nil || isRunError(err)) && !retire:
 		p.procs.Put(c.Proc)
 		return err
@@ -175,21 +175,6 @@ func (p *Pool) run(ctx context.Context, prog Program, yield func(any, error) boo
 func isRunError(err error) bool {
 	var pe *ProgramError
 	return errors.As(err, &pe) || errors.Is(err, ErrTooDeep) || errors.Is(err, ErrTimeout)
-}
-
-// died reports why a child's pipe broke. A child closes its pipe only by
-// exiting, so it is reaped at once; one that has not after a while is
-// killed and reported as such.
-func (p *Pool) died(c *proc) error {
-	select {
-	case <-c.exited:
-	case <-time.After(5 * time.Second):
-		c.close()
-		return errors.New("jq process closed its pipe but did not exit")
-	}
-	err := c.failure()
-	c.close()
-	return err
 }
 
 // get returns an idle child that is still alive, or starts one.
