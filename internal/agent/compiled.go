@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -53,10 +52,8 @@ func Canonical(v any) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("encode: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var generic any
-	if err := dec.Decode(&generic); err != nil {
+	generic, err := UnmarshalNumbers(raw)
+	if err != nil {
 		return nil, "", fmt.Errorf("decode: %w", err)
 	}
 	out, err := json.Marshal(generic)

@@ -321,19 +321,12 @@ func summary(raw json.RawMessage) string {
 		n++
 	}
 	if open == json.Delim('{') {
-		return fmt.Sprintf("(an object of %s, %s)", plural(n, "field"), FormatBytes(len(raw)))
+		return fmt.Sprintf("(an object of %s, %s)", words.Count(n, "field"), FormatBytes(len(raw)))
 	}
-	return fmt.Sprintf("(an array of %s, %s)", plural(n, "item"), FormatBytes(len(raw)))
+	return fmt.Sprintf("(an array of %s, %s)", words.Count(n, "item"), FormatBytes(len(raw)))
 }
 
 // plural is "1 field", "2 fields".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // encode is v as JSON, without HTML escapes.
 func encode(v any) []byte {
 	b, _ := MarshalPlain(v) // strings and numbers
@@ -350,6 +343,16 @@ func MarshalPlain(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// UnmarshalNumbers decodes the JSON value that b begins with, its numbers
+// as json.Number: as they were written, not rounded through float64.
+func UnmarshalNumbers(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
 }
 
 // FormatBytes writes a size for people: "812 bytes", "2 KiB", "9.4 MiB".

@@ -47,6 +47,14 @@ func (r *TurnRequest) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// decodeStrict decodes the JSON value that raw begins with into v,
+// refusing a field v does not have.
+func decodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
 // unknownFieldPrefix is how encoding/json's error for a field the
 // target does not have begins: `json: unknown field "promt"`, naming
 // the field but not the object it is in.

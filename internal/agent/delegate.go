@@ -88,9 +88,7 @@ const DelegateConfigSchema = `{"type":"object","additionalProperties":false,"pro
 func ParseDelegateConfig(raw json.RawMessage) (DelegateConfig, error) {
 	var cfg DelegateConfig
 	if raw = bytes.TrimSpace(raw); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
+		if err := decodeStrict(raw, &cfg); err != nil {
 			return DelegateConfig{}, Errorf(CodeInvalid, "%s config: %v (the settings are \"agents\" and \"max_depth\")", KindDelegate, err)
 		}
 	}
@@ -151,9 +149,7 @@ type DelegateArgs struct {
 func ParseDelegateArgs(raw string) (DelegateArgs, error) {
 	const example = `{"agent_id": "researcher", "prompt": "Find …"}`
 	var a DelegateArgs
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
+	if err := decodeStrict([]byte(raw), &a); err != nil {
 		return DelegateArgs{}, Errorf(CodeInvalid, "arguments must be a JSON object like %s (optional: context, refs): %v", example, err)
 	}
 	switch {

@@ -59,9 +59,7 @@ func (m *PrepareModel) UnmarshalJSON(b []byte) error {
 	}
 	type plain PrepareModel
 	var p plain
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := decodeStrict(b, &p); err != nil {
 		return fmt.Errorf("want true, false or {model, labels}: %w", err)
 	}
 	*m = PrepareModel(p)
@@ -103,9 +101,7 @@ func ParsePrepare(raw json.RawMessage) (*Prepare, error) {
 		Reformulate PrepareModel    `json:"reformulate"`
 		Retrieve    json.RawMessage `json:"retrieve"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
+	if err := decodeStrict(raw, &doc); err != nil {
 		return nil, Errorf(CodeInvalid, "prepare: %v (the steps are classify, reformulate and retrieve)", err)
 	}
 	p := &Prepare{Classify: doc.Classify, Reformulate: doc.Reformulate}
@@ -163,9 +159,7 @@ func decodeRetrieval(raw json.RawMessage, field string) (Retrieval, error) {
 		TopK   *int `json:"top_k"`
 		Budget *int `json:"budget"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
+	if err := decodeStrict(raw, &doc); err != nil {
 		return Retrieval{}, Errorf(CodeInvalid, "%s: %v (the settings are collections, top_k, budget, mode and filter)", field, err)
 	}
 	r := doc.Retrieval

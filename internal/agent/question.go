@@ -54,33 +54,18 @@ const DefaultAnswerRole = "user"
 func ParseAskUserConfig(raw json.RawMessage) (AskUserConfig, error) {
 	var cfg AskUserConfig
 	if raw = bytes.TrimSpace(raw); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
+		if err := decodeStrict(raw, &cfg); err != nil {
 			return AskUserConfig{}, Errorf(CodeInvalid, "%s config: %v (the settings are \"role\" and \"timeout_sec\")", KindAskUser, err)
 		}
 	}
 	cfg.Role = cmp.Or(cfg.Role, DefaultAnswerRole)
-	if !validRole(cfg.Role) {
+	if !ValidRole(cfg.Role) {
 		return AskUserConfig{}, Errorf(CodeInvalid, "%s config: role %q: want a lowercase letter, then lowercase letters, digits, '_' or '-', at most 64 bytes", KindAskUser, cfg.Role)
 	}
 	if cfg.TimeoutSec < 0 || cfg.TimeoutSec > 30*24*3600 {
 		return AskUserConfig{}, Errorf(CodeInvalid, "%s config: timeout_sec is %d; want 1 to %d (30 days)", KindAskUser, cfg.TimeoutSec, 30*24*3600)
 	}
 	return cfg, nil
-}
-
-func validRole(r string) bool {
-	if r == "" || len(r) > 64 || r[0] < 'a' || r[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(r); i++ {
-		c := r[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // AskUserParameters is the JSON Schema of an ask_user call's arguments.
@@ -101,9 +86,7 @@ type AskUserArgs struct {
 // CodeInvalid, for the model to read.
 func ParseAskUserArgs(raw string) (AskUserArgs, error) {
 	var a AskUserArgs
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
+	if err := decodeStrict([]byte(raw), &a); err != nil {
 		return AskUserArgs{}, Errorf(CodeInvalid, "%s arguments: %v (want {\"question\", \"choices\"?, \"allow_other\"?})", KindAskUser, err)
 	}
 	a.Question = strings.TrimSpace(a.Question)

@@ -152,9 +152,7 @@ func ParseRetrieveConfig(raw json.RawMessage) (RetrieveConfig, error) {
 		TopK   *int `json:"top_k"`
 		Budget *int `json:"budget"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(bytes.TrimSpace(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	if err := decodeStrict(bytes.TrimSpace(raw), &cfg); err != nil {
 		return RetrieveConfig{}, Errorf(CodeInvalid, "%s config: %v (the settings are collections, top_k, budget, mode, filter and model_filters)", KindRetrieve, err)
 	}
 	c := cfg.RetrieveConfig

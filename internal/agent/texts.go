@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -78,10 +77,8 @@ func jsonStrings(raw json.RawMessage) (any, []*string) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var doc any
-	if dec.Decode(&doc) != nil {
+	doc, err := UnmarshalNumbers(raw)
+	if err != nil {
 		return nil, nil
 	}
 	var strs []*string

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -48,10 +47,8 @@ func (r TurnRequest) Hash() string {
 // written, and object members whose values are empty objects left out. A
 // document that does not decode is returned as it is.
 func canonicalJSON(b []byte) []byte {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
+	v, err := UnmarshalNumbers(b)
+	if err != nil {
 		return b
 	}
 	out, err := json.Marshal(pruneEmpty(v))

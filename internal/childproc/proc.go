@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Config says which child to start.
@@ -144,6 +145,45 @@ func (p *Proc) ExitCode() int {
 // Stderr is the start of what the child wrote to stderr: a dying Go
 // process writes its reason first and stack traces after.
 func (p *Proc) Stderr() string { return p.stderr.String() }
+
+// Reap says why a child's pipe broke, the parent not having killed it,
+// and closes it. A child closes its pipe only by exiting, so it is
+// reaped at once; one that has not after a while is killed and reported
+// as such, with name ("jq process") saying whose it is. Otherwise cause
+// reads the child's exit status and stderr (see Cause).
+func (p *Proc) Reap(name string, cause func(code int, stderr string) error) error {
+	select {
+	case <-p.Exited:
+	case <-time.After(5 * time.Second):
+		p.Close()
+		return fmt.Errorf("%s closed its pipe but did not exit", name)
+	}
+	code, stderr := p.ExitCode(), p.Stderr()
+	p.Close()
+	return cause(code, stderr)
+}
+
+// Cause says why a child named name died mid-run, from its exit status
+// (-1 when a signal ended it) and the start of its stderr: its own
+// complaint (ExitSetup) as what it says, a clean exit as such, a panic
+// as crashed makes it from the panic's line, and anything else as memory.
+// The budget is the likely cause, and the usual one (MemorySign); for a
+// child of pure Go, as jq's and code mode's are, a crash that is not a
+// panic is the runtime's, for want of memory.
+func Cause(code int, stderr, name string, memory error, crashed func(line string) error) error {
+	switch {
+	case code == ExitSetup:
+		return fmt.Errorf("%s failed: %s", name, FirstLine(stderr))
+	case code == 0:
+		return fmt.Errorf("%s exited mid-run", name)
+	case MemorySign(stderr):
+		return memory
+	}
+	if line, ok := Panicked(stderr); ok {
+		return crashed(line)
+	}
+	return memory
+}
 
 // MemorySign reports whether a dying child's stderr speaks of memory,
 // also when a panic is how it showed (a slice too large to make). A child

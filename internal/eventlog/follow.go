@@ -175,15 +175,7 @@ func (f *Follower) readOrJoin(ctx context.Context, streamID string, after int64,
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type read struct {
-		page agent.EventsPage
-		err  error
-	}
-	reads := make(chan read, 1)
-	go func() {
-		page, err := f.read(rctx, streamID, after)
-		reads <- read{page, err}
-	}()
+	reads := goRead(func() (agent.EventsPage, error) { return f.read(rctx, streamID, after) })
 	tick := time.NewTicker(joinPoll)
 	defer tick.Stop()
 	for {

@@ -24,13 +24,24 @@ type following struct {
 	// call answers the log's query only at its workflow task's end or
 	// heartbeat, while the call's events keep coming live — after a
 	// killed worker, the retried call's whole answer.
-	reading chan logRead
+	reading <-chan logRead
 }
 
 // logRead is a read of the log, as it ended.
 type logRead struct {
 	page agent.EventsPage
 	err  error
+}
+
+// goRead runs read in a goroutine; its answer comes on the channel
+// returned.
+func goRead(read func() (agent.EventsPage, error)) <-chan logRead {
+	ch := make(chan logRead, 1)
+	go func() {
+		page, err := read()
+		ch <- logRead{page, err}
+	}()
+	return ch
 }
 
 // wait delivers what arrives next — live events, wake-ups, or what the
@@ -200,12 +211,8 @@ func (fl *following) startRead(ctx context.Context, reason string) {
 	if reason != "" {
 		fl.f.count(reason)
 	}
-	ch, after := make(chan logRead, 1), fl.next-1
-	go func() {
-		page, err := fl.f.read(ctx, fl.streamID, after)
-		ch <- logRead{page, err}
-	}()
-	fl.reading = ch
+	after := fl.next - 1
+	fl.reading = goRead(func() (agent.EventsPage, error) { return fl.f.read(ctx, fl.streamID, after) })
 }
 
 // read takes a read of the log that ended: it sends what continues the

@@ -72,15 +72,7 @@ func (f *Follower) readNow(ctx context.Context, streamID string, after int64, li
 	// the live path answers, when it can (readLive).
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type read struct {
-		page agent.EventsPage
-		err  error
-	}
-	reads := make(chan read, 1)
-	go func() {
-		page, err := f.readLog(rctx, streamID, after, limit)
-		reads <- read{page, err}
-	}()
+	reads := goRead(func() (agent.EventsPage, error) { return f.readLog(rctx, streamID, after, limit) })
 	tick := time.NewTicker(joinPoll)
 	defer tick.Stop()
 	for {

@@ -103,9 +103,6 @@ func New(o Options) *Pool {
 // Memory is the per-program budget in bytes.
 func (p *Pool) Memory() int64 { return p.memory }
 
-// Concurrency is the most programs that run at once.
-func (p *Pool) Concurrency() int { return p.procs.Slots() }
-
 // Run runs prog and yields its outputs as the child sends them: gojq's
 // values (nil, bool, int, float64, *big.Int, json.Number, string, []any,
 // map[string]any; NaN and ±Inf as they are). It ends after the last
@@ -164,7 +161,7 @@ func (p *Pool) run(ctx context.Context, prog Program, yield func(any, error) boo
 		}
 		return ErrTimeout
 	case errors.Is(err, errDied):
-		return p.died(c)
+		return c.Reap("jq process", deathCause)
 	case (err == nil || isRunError(err)) && !retire:
 		p.procs.Put(c.Proc)
 		return err
@@ -178,21 +175,6 @@ func (p *Pool) run(ctx context.Context, prog Program, yield func(any, error) boo
 func isRunError(err error) bool {
 	var pe *ProgramError
 	return errors.As(err, &pe) || errors.Is(err, ErrTooDeep) || errors.Is(err, ErrTimeout)
-}
-
-// died reports why a child's pipe broke. A child closes its pipe only by
-// exiting, so it is reaped at once; one that has not after a while is
-// killed and reported as such.
-func (p *Pool) died(c *proc) error {
-	select {
-	case <-c.exited:
-	case <-time.After(5 * time.Second):
-		c.close()
-		return errors.New("jq process closed its pipe but did not exit")
-	}
-	err := c.failure()
-	c.close()
-	return err
 }
 
 // get returns an idle child that is still alive, or starts one.

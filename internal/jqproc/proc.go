@@ -17,8 +17,6 @@ type proc struct {
 	cmd *exec.Cmd
 	w   *bufio.Writer
 	r   *bufio.Reader
-	// exited is closed once the process has been reaped.
-	exited <-chan struct{}
 }
 
 // start starts a child with the memory budget and waits until it says it
@@ -36,7 +34,7 @@ func start(ctx context.Context, memory int64) (*proc, error) {
 
 // wrap gives a child the jq protocol's methods.
 func wrap(p *childproc.Proc) *proc {
-	return &proc{Proc: p, cmd: p.Cmd, w: p.W, r: p.R, exited: p.Exited}
+	return &proc{Proc: p, cmd: p.Cmd, w: p.W, r: p.R}
 }
 
 func (c *proc) kill()  { c.Kill() }
@@ -138,32 +136,9 @@ func runError(p []byte) error {
 	return fmt.Errorf("jq process sent an error of unknown kind %q: %s", p[0], msg)
 }
 
-// failure says why a child died mid-run; the parent did not kill it.
-func (c *proc) failure() error {
-	return deathCause(c.ExitCode(), c.Stderr())
-}
-
-// deathCause says why a child died, from its exit status (-1 when a
-// signal ended it) and the start of its stderr. The budget is the likely
-// cause, and the usual one: the kernel refuses a mapping and the Go
-// runtime ends the process, with "out of memory" on stderr or, when the
-// refusal hits the runtime's own bookkeeping, a crash of its own (a
-// SIGSEGV in the collector was seen on Go 1.26; a race-enabled binary's
-// ThreadSanitizer says "failed to allocate"). gojq is pure Go with no
-// unsafe code, so a crash that is not a panic is the runtime's. A panic
-// is reported as such, and a child's own complaint (exitSetup) as what it
-// says.
+// deathCause says why a child died mid-run, the parent not having killed
+// it (childproc.Cause): gojq is pure Go with no unsafe code, so a crash
+// that is not a panic is the runtime's, for want of memory.
 func deathCause(code int, stderr string) error {
-	switch {
-	case code == exitSetup:
-		return fmt.Errorf("jq process failed: %s", childproc.FirstLine(stderr))
-	case code == 0:
-		return errors.New("jq process exited mid-run")
-	case childproc.MemorySign(stderr):
-		return ErrMemory
-	}
-	if line, ok := childproc.Panicked(stderr); ok {
-		return fmt.Errorf("%w: %s", ErrCrashed, line)
-	}
-	return ErrMemory
+	return childproc.Cause(code, stderr, "jq process", ErrMemory, func(line string) error { return fmt.Errorf("%w: %s", ErrCrashed, line) })
 }

@@ -292,18 +292,11 @@ func (m *Memories) List(ctx context.Context, scope agent.MemoryScope, before str
 	if limit <= 0 || limit > MaxMemoryList {
 		limit = MaxMemoryList
 	}
-	rows, err := m.s.pool.Query(ctx, `SELECT `+sqlMemoryColumns+sqlMemoryFrom+`
+	return list(ctx, m.s.pool, "list memories", func(r pgx.CollectableRow) (agent.MemoryRecord, error) { return scanMemory(r) },
+		`SELECT `+sqlMemoryColumns+sqlMemoryFrom+`
 		AND ($3 = '' OR (d.created_at, d.id) < (SELECT created_at, id FROM knowledge_documents WHERE collection_id = c.id AND id = $3))
 		ORDER BY d.created_at DESC, d.id DESC LIMIT $4`,
 		scope.Tenant+memoryTenantSuffix, scopeFilter(scope), before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list memories: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agent.MemoryRecord, error) { return scanMemory(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list memories: %w", err)
-	}
-	return out, nil
 }
 
 // Forget deletes one memory of the scope (of any of the user's agents

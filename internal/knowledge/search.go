@@ -140,24 +140,19 @@ type chunkKey struct {
 	pos int
 }
 
+// scanChunkKey reads a row of (document_id, position).
+func scanChunkKey(r pgx.CollectableRow) (chunkKey, error) {
+	var k chunkKey
+	err := r.Scan(&k.doc, &k.pos)
+	return k, err
+}
+
 // textRank ranks the collection's chunks by full text: any of the
 // query's words (stemmed, stop words dropped, as plainto_tsquery does),
 // by ts_rank_cd. plainto_tsquery alone would ask for all of them, which a
 // question rarely matches.
 func (s *Store) textRank(ctx context.Context, cid int64, text string, filter []byte, n int) ([]chunkKey, error) {
-	rows, err := s.pool.Query(ctx, sqlTextRank, cid, text, filter, n)
-	if err != nil {
-		return nil, fmt.Errorf("text search: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (chunkKey, error) {
-		var k chunkKey
-		err := r.Scan(&k.doc, &k.pos)
-		return k, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("text search: %w", err)
-	}
-	return out, nil
+	return list(ctx, s.pool, "text search", scanChunkKey, sqlTextRank, cid, text, filter, n)
 }
 
 const sqlTextRank = `WITH q AS (

@@ -125,6 +125,20 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
+// list runs a query and scans each of its rows; what names the query in
+// its errors.
+func list[T any](ctx context.Context, db querier, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
 const sqlCollection = `SELECT id, tenant_id, name, description, embedding_model, dims, created_at
 	FROM knowledge_collections WHERE tenant_id = $1 AND name = $2`
 
@@ -160,20 +174,12 @@ func (s *Store) Collections(ctx context.Context, tenant string) ([]agent.Collect
 	if err := ValidateTenant(tenant); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT tenant_id, name, description, embedding_model, dims, created_at
-		FROM knowledge_collections WHERE tenant_id = $1 ORDER BY name`, tenant)
-	if err != nil {
-		return nil, fmt.Errorf("list collections: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agent.Collection, error) {
+	return list(ctx, s.pool, "list collections", func(r pgx.CollectableRow) (agent.Collection, error) {
 		var c agent.Collection
 		err := r.Scan(&c.Tenant, &c.Name, &c.Description, &c.EmbeddingModel, &c.Dims, &c.Created)
 		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list collections: %w", err)
-	}
-	return out, nil
+	}, `SELECT tenant_id, name, description, embedding_model, dims, created_at
+		FROM knowledge_collections WHERE tenant_id = $1 ORDER BY name`, tenant)
 }
 
 // DeleteCollection deletes the tenant's collection with its documents,
@@ -434,17 +440,10 @@ func (s *Store) Documents(ctx context.Context, tenant, collection, after string,
 	if limit <= 0 || limit > MaxList {
 		limit = MaxList
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+sqlDocumentColumns+`
+	return list(ctx, s.pool, "list documents", func(r pgx.CollectableRow) (agent.Document, error) { return scanDocument(r) },
+		`SELECT `+sqlDocumentColumns+`
 		FROM knowledge_documents d JOIN knowledge_collections c ON c.id = d.collection_id
 		WHERE d.collection_id = $1 AND d.id > $2 ORDER BY d.id LIMIT $3`, cid, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list documents: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (agent.Document, error) { return scanDocument(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list documents: %w", err)
-	}
-	return out, nil
 }
 
 // DeleteDocument deletes a document with its chunks and vectors;

@@ -154,11 +154,7 @@ func (pgvectorIndex) nearest(ctx context.Context, db querier, cid int64, q []flo
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (chunkKey, error) {
-		var k chunkKey
-		err := r.Scan(&k.doc, &k.pos)
-		return k, err
-	})
+	return pgx.CollectRows(rows, scanChunkKey)
 }
 
 // vectorText is pgvector's text form of v.

@@ -1,7 +1,6 @@
 package openapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -66,7 +65,9 @@ func DecodeArgs(raw []byte, also ...string) (Args, error) {
 				a.AuthProfile = s
 			}
 		case "params":
-			p, err := decodeValue(v)
+			// Numbers stay json.Number, so that they reach the API as
+			// written.
+			p, err := agent.UnmarshalNumbers(v)
 			if err != nil {
 				return Args{}, agent.Errorf(agent.CodeInvalid, "params: %v", err)
 			}
@@ -78,7 +79,7 @@ func DecodeArgs(raw []byte, also ...string) (Args, error) {
 				return Args{}, agent.Errorf(agent.CodeInvalid, "params must be an object of parameter values by name, not %s", kindOf(p))
 			}
 		case "body":
-			b, err := decodeValue(v)
+			b, err := agent.UnmarshalNumbers(v)
 			if err != nil {
 				return Args{}, agent.Errorf(agent.CodeInvalid, "body: %v", err)
 			}
@@ -94,16 +95,4 @@ func errUnknownArg(k string, also []string) error {
 	names := append([]string{"operation_id", "params", "body"}, also...)
 	list := strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 	return agent.Errorf(agent.CodeInvalid, "unknown argument %q: the arguments are %s", words.Clip(k, 40), list)
-}
-
-// decodeValue decodes JSON with numbers kept as json.Number, so that they
-// reach the API as written.
-func decodeValue(raw json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
 }

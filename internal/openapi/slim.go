@@ -1,7 +1,6 @@
 package openapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -51,10 +50,8 @@ func sectionContext(group, section string) slimContext {
 // slim returns raw, a JSON value of context c, slimmed and compact; raw
 // as it is when it is not JSON (the validator says what is wrong).
 func (s slimmer) slim(raw json.RawMessage, c slimContext) json.RawMessage {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // numbers as written
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := agent.UnmarshalNumbers(raw) // numbers as written
+	if err != nil {
 		return raw
 	}
 	v = s.value(v, c, 0)

@@ -305,10 +305,8 @@ func applyOne(doc []byte, op Op, opts *jsonpatch.ApplyOptions) (out []byte, err 
 // explain says why op could not be applied to doc: what is at its paths
 // instead, else the library's reason.
 func explain(doc []byte, op Op, err error) string {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
+	v, derr := agent.UnmarshalNumbers(doc)
+	if derr != nil {
 		return err.Error()
 	}
 	if op.Op == OpTest && errors.Is(err, jsonpatch.ErrTestFailed) {

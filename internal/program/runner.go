@@ -197,7 +197,7 @@ func (r *Runner) Run(ctx context.Context, in Input) (Outcome, error) {
 		}
 		return Outcome{}, limitError(LimitTime, in.Limits)
 	case errors.Is(err, errDied):
-		return Outcome{}, r.died(c)
+		return Outcome{}, c.Reap("program process", r.deathCause)
 	case err != nil:
 		c.Close()
 		return Outcome{}, err
@@ -247,32 +247,14 @@ func (r *Runner) exchange(c *childproc.Proc, payload []byte) (result, error) {
 	return res, nil
 }
 
-// died says why a child's pipe broke, the parent not having killed it.
-// A child closes its pipe only by exiting, so it is reaped at once. Its
-// cap is the usual cause: the kernel refuses a mapping and the runtime
-// ends the process. goja is pure Go, so a crash that is not a panic is the
-// runtime's, for want of memory.
-func (r *Runner) died(c *childproc.Proc) error {
-	select {
-	case <-c.Exited:
-	case <-time.After(5 * time.Second):
-		c.Close()
-		return errors.New("program process closed its pipe but did not exit")
-	}
-	code, stderr := c.ExitCode(), c.Stderr()
-	c.Close()
-	switch {
-	case code == childproc.ExitSetup:
-		return fmt.Errorf("program process failed: %s", childproc.FirstLine(stderr))
-	case code == 0:
-		return errors.New("program process exited mid-run")
-	case childproc.MemorySign(stderr):
-		return r.memoryError()
-	}
-	if line, ok := childproc.Panicked(stderr); ok {
+// deathCause says why a child died mid-run, the parent not having killed
+// it (childproc.Cause). Its cap is the usual cause: the kernel refuses a
+// mapping and the runtime ends the process. goja is pure Go, so a crash
+// that is not a panic is the runtime's, for want of memory.
+func (r *Runner) deathCause(code int, stderr string) error {
+	return childproc.Cause(code, stderr, "program process", r.memoryError(), func(line string) error {
 		return fmt.Errorf("program process crashed: %s", line)
-	}
-	return r.memoryError()
+	})
 }
 
 func (r *Runner) memoryError() *Error {

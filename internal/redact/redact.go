@@ -11,7 +11,6 @@
 package redact
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -170,10 +169,8 @@ func (v *Vault) JSON(ctx context.Context, p Policy, tenantID, scope string, raw 
 	if p.Redactor == nil || len(raw) == 0 {
 		return raw, 0, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var doc any
-	if dec.Decode(&doc) != nil {
+	doc, err := agent.UnmarshalNumbers(raw)
+	if err != nil {
 		return raw, 0, nil
 	}
 	var texts []*string

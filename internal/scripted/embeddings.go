@@ -51,9 +51,8 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
 	if !decodePost(w, r, "an embeddings", &body) {
 		return
 	}
-	inputs, ok := decodeInputs(body.Input)
+	inputs, ok := decodeInputs(w, body.Input)
 	if !ok {
-		writeError(w, http.StatusBadRequest, "input: want a string or an array of strings", 0)
 		return
 	}
 	dims := body.Dimensions
@@ -162,14 +161,16 @@ func decodePost(w http.ResponseWriter, r *http.Request, what string, body any) b
 }
 
 // decodeInputs reads an OpenAI request's input, one string or an array of
-// them, as the embeddings and moderations endpoints take it.
-func decodeInputs(raw json.RawMessage) ([]string, bool) {
+// them, as the embeddings and moderations endpoints take it; it answers
+// 400 to anything else.
+func decodeInputs(w http.ResponseWriter, raw json.RawMessage) ([]string, bool) {
 	var one string
 	if json.Unmarshal(raw, &one) == nil {
 		return []string{one}, true
 	}
 	var many []string
 	if json.Unmarshal(raw, &many) != nil {
+		writeError(w, http.StatusBadRequest, "input: want a string or an array of strings", 0)
 		return nil, false
 	}
 	return many, true

@@ -37,9 +37,8 @@ func (s *Server) moderate(w http.ResponseWriter, r *http.Request) {
 	if !decodePost(w, r, "a moderation", &body) {
 		return
 	}
-	inputs, ok := decodeInputs(body.Input)
+	inputs, ok := decodeInputs(w, body.Input)
 	if !ok {
-		writeError(w, http.StatusBadRequest, "input: want a string or an array of strings", 0)
 		return
 	}
 	s.mu.Lock()

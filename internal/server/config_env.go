@@ -121,33 +121,16 @@ func gatewayFromEnv(c *Config) error {
 // httpLimitsFromEnv reads the gateway's bounds on a tenant's open
 // streams, on an upload, and on the bytes of request bodies in flight.
 func httpLimitsFromEnv(c *Config) error {
-	if v := os.Getenv("AGENTFLOW_MAX_STREAMS_PER_TENANT"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxStreamsPerTenant {
-			return fmt.Errorf("AGENTFLOW_MAX_STREAMS_PER_TENANT=%q: want open streams per tenant, 1 to %d", v, maxStreamsPerTenant)
-		}
-		c.MaxStreamsPerTenant = n
+	if err := intFromEnv("AGENTFLOW_MAX_STREAMS_PER_TENANT", &c.MaxStreamsPerTenant, 1, maxStreamsPerTenant, "open streams per tenant"); err != nil {
+		return err
 	}
-	if v := os.Getenv("AGENTFLOW_MAX_UPLOAD_BYTES"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > gateway.MaxUploadBytesLimit {
-			return fmt.Errorf("AGENTFLOW_MAX_UPLOAD_BYTES=%q: want the largest upload in bytes, 1 to %d", v, gateway.MaxUploadBytesLimit)
-		}
-		c.MaxUploadBytes = n
+	if err := intFromEnv("AGENTFLOW_MAX_UPLOAD_BYTES", &c.MaxUploadBytes, 1, gateway.MaxUploadBytesLimit, "the largest upload in bytes"); err != nil {
+		return err
 	}
-	for _, p := range []struct {
-		env string
-		dst *int64
-	}{{intake.EnvClientBytes, &c.HTTPClientInflightBytes}, {intake.EnvTotalBytes, &c.HTTPInflightBytes}} {
-		if v := os.Getenv(p.env); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 || n > gateway.MaxInflightBytes {
-				return fmt.Errorf("%s=%q: want bytes in flight, 1 to %d", p.env, v, int64(gateway.MaxInflightBytes))
-			}
-			*p.dst = n
-		}
+	if err := intFromEnv(intake.EnvClientBytes, &c.HTTPClientInflightBytes, 1, gateway.MaxInflightBytes, "bytes in flight"); err != nil {
+		return err
 	}
-	return nil
+	return intFromEnv(intake.EnvTotalBytes, &c.HTTPInflightBytes, 1, gateway.MaxInflightBytes, "bytes in flight")
 }
 
 // requestTimeoutsFromEnv reads how long the HTTP API waits for a
@@ -158,19 +141,15 @@ func requestTimeoutsFromEnv(c *Config) error {
 		env      string
 		dst      *time.Duration
 		min, max time.Duration
-		bounds   string
+		want     string
 	}{
-		{envHTTPHeaderTimeout, &c.HTTPHeaderTimeout, time.Second, 5 * time.Minute, "1s to 5m"},
-		{intake.EnvTimeout, &c.HTTPBodyTimeout, time.Second, time.Hour, "1s to 1h"},
-		{"AGENTFLOW_MAX_MODEL_TIMEOUT", &c.MaxModelTimeout, time.Second, time.Hour, "1s to 1h"},
-		{"AGENTFLOW_MAX_TOOL_TIMEOUT", &c.MaxToolTimeout, time.Second, time.Hour, "1s to 1h"},
+		{envHTTPHeaderTimeout, &c.HTTPHeaderTimeout, time.Second, 5 * time.Minute, "30s, 1s to 5m"},
+		{intake.EnvTimeout, &c.HTTPBodyTimeout, time.Second, time.Hour, "30s, 1s to 1h"},
+		{"AGENTFLOW_MAX_MODEL_TIMEOUT", &c.MaxModelTimeout, time.Second, time.Hour, "30s, 1s to 1h"},
+		{"AGENTFLOW_MAX_TOOL_TIMEOUT", &c.MaxToolTimeout, time.Second, time.Hour, "30s, 1s to 1h"},
 	} {
-		if v := os.Getenv(p.env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < p.min || d > p.max {
-				return fmt.Errorf("%s=%q: want a duration such as 30s, %s", p.env, v, p.bounds)
-			}
-			*p.dst = d
+		if err := durationFromEnv(p.env, p.dst, p.min, p.max, p.want); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -188,39 +167,19 @@ func memoryModelFromEnv(c *Config) error {
 // openAPIFromEnv reads the largest API document an openapi_action entry
 // may name.
 func openAPIFromEnv(c *Config) error {
-	if v := os.Getenv(openapitool.EnvMaxSpecBytes); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > openapitool.MaxSpecBytes {
-			return fmt.Errorf("%s=%q: want the largest API document in bytes, 1 to %d", openapitool.EnvMaxSpecBytes, v, openapitool.MaxSpecBytes)
-		}
-		c.OpenAPIMaxSpecBytes = n
-	}
-	return nil
+	return intFromEnv(openapitool.EnvMaxSpecBytes, &c.OpenAPIMaxSpecBytes, 1, openapitool.MaxSpecBytes, "the largest API document in bytes")
 }
 
 // workerCapacityFromEnv reads the worker's pollers and how many
 // workflows it keeps in memory between their tasks.
 func workerCapacityFromEnv(c *Config) error {
-	for _, p := range []struct {
-		env string
-		dst *int
-	}{{"AGENTFLOW_WORKFLOW_POLLERS", &c.WorkflowPollers}, {"AGENTFLOW_ACTIVITY_POLLERS", &c.ActivityPollers}} {
-		if v := os.Getenv(p.env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < minPollers || n > maxPollers {
-				return fmt.Errorf("%s=%q: want a number of pollers, %d to %d", p.env, v, minPollers, maxPollers)
-			}
-			*p.dst = n
-		}
+	if err := intFromEnv("AGENTFLOW_WORKFLOW_POLLERS", &c.WorkflowPollers, minPollers, maxPollers, "a number of pollers"); err != nil {
+		return err
 	}
-	if v := os.Getenv("AGENTFLOW_WORKFLOW_CACHE_SIZE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < minWorkflowCache || n > maxWorkflowCache {
-			return fmt.Errorf("AGENTFLOW_WORKFLOW_CACHE_SIZE=%q: want a number of workflows, %d to %d", v, minWorkflowCache, maxWorkflowCache)
-		}
-		c.WorkflowCacheSize = n
+	if err := intFromEnv("AGENTFLOW_ACTIVITY_POLLERS", &c.ActivityPollers, minPollers, maxPollers, "a number of pollers"); err != nil {
+		return err
 	}
-	return nil
+	return intFromEnv("AGENTFLOW_WORKFLOW_CACHE_SIZE", &c.WorkflowCacheSize, minWorkflowCache, maxWorkflowCache, "a number of workflows")
 }
 
 // objectStoreFromEnv reads the object store's settings (AGENTFLOW_S3_*).
@@ -302,21 +261,10 @@ func childProcessesFromEnv(c *Config) error {
 // activities finish, and how long a workflow task may run before the SDK
 // takes it for a deadlock.
 func workerTimeoutsFromEnv(c *Config) error {
-	if v := os.Getenv("AGENTFLOW_STOP_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < minStopTimeout || d > maxStopTimeout {
-			return fmt.Errorf("AGENTFLOW_STOP_TIMEOUT=%q: want a duration such as 30s or 2m, 1s to 1h", v)
-		}
-		c.StopTimeout = d
+	if err := durationFromEnv("AGENTFLOW_STOP_TIMEOUT", &c.StopTimeout, minStopTimeout, maxStopTimeout, "30s or 2m, 1s to 1h"); err != nil {
+		return err
 	}
-	if v := os.Getenv("AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second || d > time.Minute {
-			return fmt.Errorf("AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT=%q: want a duration such as 1s or 5s, 1s to 1m", v)
-		}
-		c.DeadlockDetectionTimeout = d
-	}
-	return nil
+	return durationFromEnv("AGENTFLOW_DEADLOCK_DETECTION_TIMEOUT", &c.DeadlockDetectionTimeout, time.Second, time.Minute, "1s or 5s, 1s to 1m")
 }
 
 // streamIntervalFromEnv reads the time between token batches; Validate
@@ -354,4 +302,35 @@ func oidcFromEnv() (*oidcauth.Config, error) {
 	}
 	return &oidcauth.Config{Issuer: issuer, Audience: os.Getenv(oidcauth.EnvAudience), Claims: claims,
 		Tenant: os.Getenv(oidcauth.EnvTenant), Roles: roles}, nil
+}
+
+// intFromEnv reads env, when it is set, into dst: a whole number from lo
+// to hi, or an error that says it wants what, lo to hi.
+func intFromEnv[T int | int64](env string, dst *T, lo, hi T, what string) error {
+	v := os.Getenv(env)
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < int64(lo) || n > int64(hi) {
+		return fmt.Errorf("%s=%q: want %s, %d to %d", env, v, what, lo, hi)
+	}
+	*dst = T(n)
+	return nil
+}
+
+// durationFromEnv reads env, when it is set, into dst: a duration from
+// lo to hi, or an error that asks for a duration such as example (which
+// says the bounds too).
+func durationFromEnv(env string, dst *time.Duration, lo, hi time.Duration, example string) error {
+	v := os.Getenv(env)
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi {
+		return fmt.Errorf("%s=%q: want a duration such as %s", env, v, example)
+	}
+	*dst = d
+	return nil
 }

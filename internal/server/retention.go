@@ -46,14 +46,7 @@ func retentionFromEnv(c *Config) error {
 		}
 		*p.dst = d
 	}
-	if v := os.Getenv(EnvRetentionInterval); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Minute || d > 24*time.Hour {
-			return fmt.Errorf("%s=%q: want a duration such as 1h, 1m to 24h", EnvRetentionInterval, v)
-		}
-		c.RetentionInterval = d
-	}
-	return nil
+	return durationFromEnv(EnvRetentionInterval, &c.RetentionInterval, time.Minute, 24*time.Hour, "1h, 1m to 24h")
 }
 
 // scheduleRetention creates the schedule that starts the Retention

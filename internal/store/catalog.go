@@ -321,11 +321,7 @@ func putEntries(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, put putV
 	docTools := make(map[string]agent.Tool, len(tc.Tools))
 	for _, t := range tc.Tools {
 		t.Version, t.SpecHash = 0, "" // a version names a spec; the spec does not name its own
-		spec, hash, err := canonicalJSON(t)
-		if err != nil {
-			return nil, nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
-		}
-		action, version, err := put(ctx, tx, toolVersions, tc.TenantID, t.Name, spec, hash)
+		action, version, err := putSpec(ctx, tx, put, toolVersions, tc.TenantID, t.Name, t)
 		if err != nil {
 			return nil, nil, fmt.Errorf("tenant %q: tool %q: %w", tc.TenantID, t.Name, err)
 		}
@@ -351,11 +347,7 @@ func putEntries(ctx context.Context, tx pgx.Tx, tc agent.TenantCatalog, put putV
 			return nil, nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
 		}
 		a.TenantID, a.Version, a.Tools = tc.TenantID, 0, resolved
-		spec, hash, err := canonicalJSON(a)
-		if err != nil {
-			return nil, nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
-		}
-		action, version, err := put(ctx, tx, agentVersions, tc.TenantID, a.ID, spec, hash)
+		action, version, err := putSpec(ctx, tx, put, agentVersions, tc.TenantID, a.ID, a)
 		if err != nil {
 			return nil, nil, fmt.Errorf("tenant %q: agent %q: %w", tc.TenantID, a.ID, err)
 		}

@@ -12,6 +12,15 @@ import (
 // stageVersion).
 type putVersionFunc func(ctx context.Context, tx pgx.Tx, q versioned, tenantID, name string, spec []byte, hash string) (string, int, error)
 
+// putSpec stores v, encoded by canonicalJSON, by put.
+func putSpec(ctx context.Context, tx pgx.Tx, put putVersionFunc, q versioned, tenantID, name string, v any) (string, int, error) {
+	spec, hash, err := canonicalJSON(v)
+	if err != nil {
+		return "", 0, err
+	}
+	return put(ctx, tx, q, tenantID, name, spec, hash)
+}
+
 // versioned holds the statements for one kind of versioned catalog entry
 // (a head row with the active version, plus immutable version rows).
 type versioned struct {

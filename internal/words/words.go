@@ -1,7 +1,7 @@
 // Package words holds the few helpers every package uses to write
 // messages and read settings: Clip (a value quoted in an error, cut to a
-// bound), Listed (names in a message) and ListEntries (a comma-separated
-// setting). It imports only the standard library, so that the domain
+// bound), Listed (names in a message), Count ("2 steps") and ListEntries
+// (a comma-separated setting). It imports only the standard library, so that the domain
 // (internal/agent) and everything else can use it.
 package words
 
@@ -33,6 +33,14 @@ func Listed(names []string, most int) string {
 		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
 	}
 	return strings.Join(names, ", ")
+}
+
+// Count is n of noun, in English: "1 step", "2 steps".
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // Clip shortens s to at most n bytes, cut at a rune boundary, marking the

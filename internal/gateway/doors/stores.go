@@ -28,16 +28,16 @@ func (s aguiStore) Turn(ctx context.Context, tenantID, jobID string) (agui.Turn,
 	return agui.Turn{AgentID: t.AgentID, SessionID: t.SessionID}, err
 }
 
-// mcpStore is the store as the MCP door keeps its streams in it.
+// mcpStore is the store as the MCP door keeps its streams in it. Its
+// Stream has the fields of the store's MCPStream, in the same order, and
+// converts to and from it.
 type mcpStore struct{ *store.Store }
 
 func (s mcpStore) MCPOpen(ctx context.Context, st mcp.Stream) error {
-	return s.Store.MCPOpen(ctx, store.MCPStream{SessionID: st.SessionID, StreamID: st.StreamID, TenantID: st.TenantID, UserID: st.UserID,
-		RequestID: st.RequestID, ProgressToken: st.ProgressToken, JobID: st.JobID})
+	return s.Store.MCPOpen(ctx, store.MCPStream(st))
 }
 
 func (s mcpStore) MCPStreamOf(ctx context.Context, sessionID, streamID string) (mcp.Stream, error) {
 	st, err := s.Store.MCPStreamOf(ctx, sessionID, streamID)
-	return mcp.Stream{SessionID: st.SessionID, StreamID: st.StreamID, TenantID: st.TenantID, UserID: st.UserID,
-		RequestID: st.RequestID, ProgressToken: st.ProgressToken, JobID: st.JobID}, err
+	return mcp.Stream(st), err
 }

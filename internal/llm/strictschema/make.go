@@ -468,15 +468,10 @@ func typesOf(t any) ([]string, error) {
 	case string:
 		return []string{v}, nil
 	case []any:
-		out := make([]string, 0, len(v))
-		for _, x := range v {
-			s, ok := x.(string)
-			if !ok {
-				return nil, errors.New("a type that is not a name")
-			}
-			out = append(out, s)
+		if out, err := names(v); err == nil {
+			return out, nil
 		}
-		return out, nil
+		return nil, errors.New("a type that is not a name")
 	}
 	return nil, errors.New("a type that is neither a name nor a list of names")
 }

@@ -186,12 +186,12 @@ func jsonShape(data []byte) string {
 	case '[':
 		var items []json.RawMessage
 		if json.Unmarshal(data, &items) == nil {
-			return count(len(items), "item") + " in a list"
+			return words.Count(len(items), "item") + " in a list"
 		}
 	case '{':
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(data, &fields) == nil {
-			return "an object of " + count(len(fields), "field")
+			return "an object of " + words.Count(len(fields), "field")
 		}
 	}
 	return "a JSON value"

@@ -402,11 +402,3 @@ func operationsPolicy(doc *openapi.Document) string {
 func maxSpecBytes(d kind.Deps) int64 {
 	return agent.OrDefault(d.OpenAPIMaxSpecBytes, DefaultMaxSpecBytes)
 }
-
-// count is "1 step", "2 steps".
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}

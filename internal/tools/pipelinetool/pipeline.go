@@ -28,6 +28,7 @@ import (
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/tools/kind"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // pipelineConfig is execute_pipeline's config.
@@ -182,7 +183,7 @@ func (t *pipelineTool) run(ctx context.Context, call kind.Call, p pipeline.Pipel
 		return kind.Output{}, agent.Errorf(agent.CodeInvalid, "execute_pipeline config: %v", err)
 	}
 	client := creds.Client(call.HTTP)
-	call.Progress("running " + count(len(p.Steps), "step"))
+	call.Progress("running " + words.Count(len(p.Steps), "step"))
 	res, err := pipeline.Run(ctx, p, pipeline.Env{
 		Fetch: func(ctx context.Context, req pipeline.Request) (pipeline.Response, error) {
 			return fetch(ctx, call, client, req)
@@ -245,23 +246,15 @@ func preview(res pipeline.Result) *agent.DataPreview {
 func summary(steps int, res pipeline.Result) string {
 	var b strings.Builder
 	if res.Value.Kind == pipeline.KindTable {
-		fmt.Fprintf(&b, "The pipeline's %s gave a table of %s.", count(steps, "step"), count(res.Rows, "row"))
+		fmt.Fprintf(&b, "The pipeline's %s gave a table of %s.", words.Count(steps, "step"), words.Count(res.Rows, "row"))
 	} else {
-		fmt.Fprintf(&b, "The pipeline's %s gave a JSON document.", count(steps, "step"))
+		fmt.Fprintf(&b, "The pipeline's %s gave a JSON document.", words.Count(steps, "step"))
 	}
 	for _, w := range res.Warnings {
 		b.WriteString("\nNote: ")
 		b.WriteString(w)
 	}
 	return b.String()
-}
-
-// count is "1 step", "2 steps".
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // maxLoadBytes bounds a stored file a pipeline reads whole by ref (its
