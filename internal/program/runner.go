@@ -265,23 +265,19 @@ func (r *Runner) memoryError() *Error {
 // resolve gives zero limits their defaults and cuts the rest to their
 // bounds.
 func (l Limits) resolve() Limits {
-	if l.Time <= 0 {
-		l.Time = DefaultTime
-	}
-	l.Time = min(l.Time, MaxTime)
-	if l.Calls <= 0 {
-		l.Calls = DefaultCalls
-	}
-	l.Calls = min(l.Calls, MaxCalls)
-	if l.Output <= 0 {
-		l.Output = DefaultOutput
-	}
-	l.Output = min(l.Output, MaxOutput)
-	if l.Read <= 0 {
-		l.Read = DefaultRead
-	}
-	l.Read = min(l.Read, MaxRead)
+	l.Time = bounded(l.Time, DefaultTime, MaxTime)
+	l.Calls = bounded(l.Calls, DefaultCalls, MaxCalls)
+	l.Output = bounded(l.Output, DefaultOutput, MaxOutput)
+	l.Read = bounded(l.Read, DefaultRead, MaxRead)
 	return l
+}
+
+// bounded is v, or def when v is not set (zero or less), at most most.
+func bounded[T int | int64 | time.Duration](v, def, most T) T {
+	if v <= 0 {
+		v = def
+	}
+	return min(v, most)
 }
 
 // sized checks the reads and measures their data: the data of reads past
