@@ -100,47 +100,33 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprint(os.Stderr, usage)
 		return exitError(2)
 	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "run":
-		return runCmd(ctx, rest, out)
-	case "chat":
-		return chatCmd(ctx, rest, out)
-	case "approve":
-		return approveCmd(ctx, rest, out)
-	case "grants":
-		return grantsCmd(ctx, rest, out)
-	case "answer":
-		return answerCmd(ctx, rest, out)
-	case "cancel":
-		return cancelCmd(ctx, rest, out)
-	case "token":
-		return tokenCmd(rest, out)
-	case "schedule":
-		return scheduleCmd(ctx, rest, out)
-	case "retention":
-		return retentionCmd(ctx, rest, out)
-	case "deploy":
-		return deployCmd(ctx, rest, out)
-	case "route":
-		return routeCmd(ctx, rest, out)
-	case "catalog":
-		return catalogCmd(ctx, rest, out)
-	case "process":
-		return processCmd(ctx, rest, out)
-	case "usage":
-		return usageCmd(ctx, rest, out)
-	case "deliveries":
-		return deliveriesCmd(ctx, rest, out)
-	case "eval":
-		return evalCmd(ctx, rest, out)
-	case "demo":
-		return demoCmd(ctx, rest, out)
-	case "up":
-		return upCmd(ctx, rest, out)
-	case "stack":
-		return stackCmd(ctx, rest, out)
-	case "warm":
-		return warmCmd(rest, out)
+	commands := map[string]func(context.Context, []string, io.Writer) error{
+		"run":        runCmd,
+		"chat":       chatCmd,
+		"approve":    approveCmd,
+		"grants":     grantsCmd,
+		"answer":     answerCmd,
+		"cancel":     cancelCmd,
+		"token":      func(_ context.Context, args []string, out io.Writer) error { return tokenCmd(args, out) },
+		"schedule":   scheduleCmd,
+		"retention":  retentionCmd,
+		"deploy":     deployCmd,
+		"route":      routeCmd,
+		"catalog":    catalogCmd,
+		"process":    processCmd,
+		"usage":      usageCmd,
+		"deliveries": deliveriesCmd,
+		"eval":       evalCmd,
+		"demo":       demoCmd,
+		"up":         upCmd,
+		"stack":      stackCmd,
+		"warm":       func(_ context.Context, args []string, out io.Writer) error { return warmCmd(args, out) },
+	}
+	cmd, rest := args[0], args[1:]
+	if f, ok := commands[cmd]; ok {
+		return f(ctx, rest, out)
+	}
+	switch cmd {
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil

@@ -365,13 +365,19 @@ func (o *OutputGuard) validate() error {
 			return fmt.Errorf("deny[%d]: want a word or phrase of 1 to %d bytes", i, maxGuardPhraseBytes)
 		}
 	}
-	for i, r := range o.Regex {
-		re, err := regexp.Compile(r)
+	return checkPatterns("regex", o.Regex, "answer")
+}
+
+// checkPatterns refuses a pattern of field that does not compile, or that
+// matches the empty text and so every text (every what).
+func checkPatterns(field string, patterns []string, what string) error {
+	for i, p := range patterns {
+		re, err := regexp.Compile(p)
 		if err != nil {
-			return fmt.Errorf("regex[%d]: %v", i, err)
+			return fmt.Errorf("%s[%d]: %v", field, i, err)
 		}
 		if re.MatchString("") {
-			return fmt.Errorf("regex[%d] %q matches the empty text, so every answer", i, r)
+			return fmt.Errorf("%s[%d] %q matches the empty text, so every %s", field, i, p, what)
 		}
 	}
 	return nil
@@ -386,16 +392,7 @@ func (g *InjectionGuard) validate() error {
 	if len(g.Patterns) > maxGuardRules {
 		return fmt.Errorf("%d patterns; the limit is %d", len(g.Patterns), maxGuardRules)
 	}
-	for i, p := range g.Patterns {
-		re, err := regexp.Compile(p)
-		if err != nil {
-			return fmt.Errorf("patterns[%d]: %v", i, err)
-		}
-		if re.MatchString("") {
-			return fmt.Errorf("patterns[%d] %q matches the empty text, so every output", i, p)
-		}
-	}
-	return nil
+	return checkPatterns("patterns", g.Patterns, "output")
 }
 
 // InjectionGuard returns the agent's injection guard, if its chain has one.

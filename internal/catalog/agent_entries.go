@@ -141,7 +141,7 @@ func (l *loader) agent(t *tenant, d *agentDoc) {
 	def.agent.Thinking = l.thinking(d)
 	def.agent.Memory = l.memory(d)
 	def.agent.Context = l.context(d)
-	def.agent.Expose = l.expose(d)
+	def.agent.Expose = l.distinct(d.Expose, agent.ExposeProtocols, "%q is not a protocol an agent can be exposed through; want one of %s")
 	def.agent.Deliver = l.deliver(t, d)
 	def.agent.Guardrails = l.guardrails(d)
 	def.agent.Prepare = l.prepare(d)
@@ -400,19 +400,19 @@ func (l *loader) modelsAllowed(d *agentDoc) []string {
 	return l.otherModels(d, d.ModelsAllowed, ", which a turn may always name: list only the others")
 }
 
-// expose checks the protocols an agent is exposed through: each a known
-// one (agent.ExposeProtocols), none twice.
-func (l *loader) expose(d *agentDoc) []string {
+// distinct checks a list of names: each one of known (unknown says so of
+// a name, then of known), none twice.
+func (l *loader) distinct(list []text, known []string, unknown string) []string {
 	var out []string
-	for _, p := range d.Expose {
+	for _, t := range list {
 		switch {
-		case p.bad:
-		case !slices.Contains(agent.ExposeProtocols, p.s):
-			l.addf(p.pos, "%q is not a protocol an agent can be exposed through; want one of %s", p.s, strings.Join(agent.ExposeProtocols, ", "))
-		case slices.Contains(out, p.s):
-			l.addf(p.pos, "%q is listed twice", p.s)
+		case t.bad:
+		case !slices.Contains(known, t.s):
+			l.addf(t.pos, unknown, t.s, strings.Join(known, ", "))
+		case slices.Contains(out, t.s):
+			l.addf(t.pos, "%q is listed twice", t.s)
 		default:
-			out = append(out, p.s)
+			out = append(out, t.s)
 		}
 	}
 	return out
@@ -475,19 +475,7 @@ func (l *loader) fallbackOn(d *agentDoc) []string {
 	if len(d.FallbackOn) == 0 {
 		return agent.DefaultFallbackOn()
 	}
-	var out []string
-	for _, typ := range d.FallbackOn {
-		switch {
-		case typ.bad:
-		case !slices.Contains(agent.FallbackTypes(), typ.s):
-			l.addf(typ.pos, "%q is not an error type a fallback model may fix (want one of %s)", typ.s, strings.Join(agent.FallbackTypes(), ", "))
-		case slices.Contains(out, typ.s):
-			l.addf(typ.pos, "%q is listed twice", typ.s)
-		default:
-			out = append(out, typ.s)
-		}
-	}
-	return out
+	return l.distinct(d.FallbackOn, agent.FallbackTypes(), "%q is not an error type a fallback model may fix (want one of %s)")
 }
 
 // providers are the model providers agents may name: the built-in ones

@@ -113,14 +113,9 @@ type Batcher struct {
 
 // StartBatcher starts the sender for one attempt of a call; ctx is the
 // activity's. On a retried attempt it first fences off what earlier
-// attempts streamed: the stream is fenced against earlier attempts that
-// still run (Sink.Fence, Sink.Claim), the log's head is read from the
-// turn (the authority: an earlier attempt may have died between a signal
-// and its heartbeat), and a RETRYING event voids the indices from the
-// call's first on; a signalled retry's first batch goes live only once
-// the turn has taken it (Sink.SendFirst). Then it starts sending: first
-// what the turn handed the call, while the caller goes on to call the
-// model.
+// attempts streamed, as the package doc describes (Steps, attempts and
+// fencing). Then it starts sending: first what the turn handed the call,
+// while the caller goes on to call the model.
 func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration, maxBytes int) (*Batcher, error) {
 	b := &Batcher{
 		sink: sink, interval: interval, maxBytes: maxBytes,

@@ -245,9 +245,8 @@ func (fl *following) read(ctx context.Context, r logRead) (bool, error) {
 // the log is final.
 func (fl *following) catchUp(ctx context.Context, reason string) (bool, error) {
 	fl.f.count(reason)
-	// A page may end before the log does: a page of an earlier run of a
-	// turn that continued as new ends where that run's events do. Read on
-	// while pages bring events.
+	// Read on while pages bring events: a page may end before the log
+	// does (see read).
 	for more := true; more; {
 		p, err := fl.f.read(ctx, fl.streamID, fl.next-1)
 		if err != nil {

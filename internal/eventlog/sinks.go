@@ -74,15 +74,9 @@ type Appender interface {
 
 // Fencer fences the batches of a model call that signals them to its turn
 // on the live path (pglive.Publisher), as Appender fences a live-first
-// call's. The turn takes a signalled batch only from the newest attempt
-// it has seen, at the log's next index; a batch of an attempt it has
-// given up on is signalled all the same (Temporal gave up on the attempt,
-// which still runs until its next heartbeat tells it), and published it
-// would show followers, at indices the log gives the newer attempt's
-// events, another cut of the text: a follower that takes some of those
-// indices from it and the rest from the newer attempt skips or repeats
-// text. So a retried attempt fences the stream before it reads the log's
-// head, and each batch is published fenced.
+// call's: a retried attempt fences the stream before it reads the log's
+// head, and each batch is published fenced. The package doc says why
+// (Steps, attempts and fencing).
 type Fencer interface {
 	// Fence makes attempt of step the stream's newest call: no earlier
 	// attempt publishes after it. ErrFenced when a newer one has.
@@ -124,11 +118,8 @@ func (s Sinks) Send(ctx context.Context, b agent.TokenBatch) error {
 }
 
 // SendFirst is Send for the first batch of a retried attempt: it goes on
-// only once the turn's log shows the turn took it. An earlier attempt
-// that still runs may have got a batch in at the head the retry read,
-// before the retry fenced it; then the turn refuses this one, and every
-// later one (ErrNotTaken). Once the turn has taken a batch of this
-// attempt, it refuses every earlier attempt's.
+// only once the turn's log shows the turn took it; ErrNotTaken when an
+// earlier attempt got a batch in at that head first (see the package doc).
 func (s Sinks) SendFirst(ctx context.Context, b agent.TokenBatch) error {
 	if err := s.signal(ctx, b); err != nil {
 		return fmt.Errorf("send token batch to %q: %w", b.StreamID, err)

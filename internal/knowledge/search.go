@@ -211,24 +211,21 @@ func (s *Store) load(ctx context.Context, cid int64, hits []agent.Hit) error {
 		md          map[string]string
 	}
 	got := map[chunkKey]loaded{}
-	for rows.Next() {
-		var k chunkKey
-		var l loaded
-		var md []byte
-		if err := rows.Scan(&k.doc, &k.pos, &l.text, &l.tokens, &md, &l.title); err != nil {
-			rows.Close()
-			return fmt.Errorf("load hits: %w", err)
-		}
+	var k chunkKey
+	var l loaded
+	var md []byte
+	_, err = pgx.ForEachRow(rows, []any{&k.doc, &k.pos, &l.text, &l.tokens, &md, &l.title}, func() error {
+		l.md = nil // a map of its own for each row
 		if err := json.Unmarshal(md, &l.md); err != nil {
-			rows.Close()
-			return fmt.Errorf("load hits: decode metadata: %w", err)
+			return fmt.Errorf("decode metadata: %w", err)
 		}
 		if len(l.md) == 0 {
 			l.md = nil
 		}
 		got[k] = l
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("load hits: %w", err)
 	}
 	for i := range hits {

@@ -155,24 +155,15 @@ func (d *Document) index() error {
 }
 
 func sortedMethods(ops map[string]*openapi3.Operation) []string {
-	var out []string
-	for m := range ops {
-		out = append(out, m)
+	rank := func(m string) int {
+		if i := slices.Index(methods, m); i >= 0 {
+			return i
+		}
+		return len(methods) // any other method after these
 	}
-	slices.SortFunc(out, func(a, b string) int {
-		ia, ib := slices.Index(methods, a), slices.Index(methods, b)
-		if ia < 0 {
-			ia = len(methods)
-		}
-		if ib < 0 {
-			ib = len(methods)
-		}
-		if ia != ib {
-			return ia - ib
-		}
-		return strings.Compare(a, b)
+	return slices.SortedFunc(maps.Keys(ops), func(a, b string) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a, b))
 	})
-	return out
 }
 
 func newOperation(doc *openapi3.T, path string, item *openapi3.PathItem, method string, o *openapi3.Operation) (*Operation, error) {

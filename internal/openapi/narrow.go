@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -339,9 +340,7 @@ func (n *narrowing) security(raw json.RawMessage) {
 		return
 	}
 	for _, r := range reqs {
-		for name := range r {
-			n.schemes = append(n.schemes, name)
-		}
+		n.schemes = slices.AppendSeq(n.schemes, maps.Keys(r))
 	}
 }
 

@@ -8,13 +8,9 @@ import (
 	"github.com/itchyny/timefmt-go"
 )
 
-// parseDate runs parse_date: each row's field (a string, or a number as
-// its text, for %s) is parsed with the strftime format and replaced by an
-// RFC 3339 string, in UTC unless the format reads a zone (%z, %Z).
-// Missing, null and empty values are left alone. When no value parses the
-// format is wrong, and the step fails naming the first row that did not;
-// when only some fail, they are kept as they were (the model sees them in
-// the output) and a warning counts them and shows the first.
+// parseDate runs parse_date as the package doc describes; a number is
+// parsed as its text (for %s), a zone is read by %z or %Z, and the warning
+// about values that did not parse shows the first.
 func (e *engine) parseDate(ctx context.Context, s step, rows []map[string]any) (Value, error) {
 	if err := checkField(rows, "field", s.Field); err != nil {
 		return Value{}, err

@@ -109,8 +109,7 @@
 //     real data has the odd "n/a", and failing the whole call for it would
 //     leave the model no way forward but to drop those rows blind.
 //
-// Result carries warnings like these for the model; Result.Preview is what
-// the caller shows it.
+// Result carries warnings like these for the model.
 //
 // # Limits
 //

@@ -42,21 +42,6 @@ func TableOf(rows []map[string]any) Value {
 	return Value{Kind: KindTable, Table: rows}
 }
 
-// ValueOf returns v, a JSON value as encoding/json decodes it (or with
-// int, *big.Int or []map[string]any parts), as a Value: a table when it is
-// an array of objects, a document otherwise. NaN becomes null and ±Inf the
-// largest finite numbers, as in jq; other Go types are an error.
-func ValueOf(v any) (Value, error) {
-	if rows, ok := v.([]map[string]any); ok {
-		v = mapsToAny(rows)
-	}
-	v, err := normalize(v, 0)
-	if err != nil {
-		return Value{}, err
-	}
-	return classify(v), nil
-}
-
 // MarshalJSON encodes the table or the document.
 func (v Value) MarshalJSON() ([]byte, error) {
 	return json.Marshal(v.data())

@@ -43,30 +43,15 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.tenants.Run(gctx) })
 	if s.grpc != nil {
 		s.logger.Info("gateway serving", zap.String("addr", s.GRPCAddr()))
-		g.Go(func() error {
-			if err := s.grpc.Serve(s.grpcLn); err != nil {
-				return fmt.Errorf("serve grpc: %w", err)
-			}
-			return nil
-		})
+		g.Go(serving("serve grpc", func() error { return s.grpc.Serve(s.grpcLn) }))
 	}
 	if s.api != nil {
 		s.logger.Info("HTTP API serving", zap.String("addr", s.HTTPAPIAddr()))
 		g.Go(s.api.Serve)
-		g.Go(func() error {
-			if err := s.apiHTTP.Serve(s.apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("serve http api: %w", err)
-			}
-			return nil
-		})
+		g.Go(serving("serve http api", func() error { return s.apiHTTP.Serve(s.apiLn) }))
 	}
 	if s.http != nil {
-		g.Go(func() error {
-			if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("serve http: %w", err)
-			}
-			return nil
-		})
+		g.Go(serving("serve http", func() error { return s.http.Serve(s.httpLn) }))
 		g.Go(func() error {
 			<-gctx.Done()
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -170,4 +155,15 @@ func (s *Server) gatewayTemporal(ctx context.Context) (client.Client, error) {
 	}
 	s.gatewayClient = c
 	return c, nil
+}
+
+// serving runs serve, naming what failed as what; an HTTP server shut
+// down (http.ErrServerClosed) ended as asked.
+func serving(what string, serve func() error) func() error {
+	return func() error {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
 }

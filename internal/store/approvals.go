@@ -229,22 +229,14 @@ func (s *Store) RevokeGrant(ctx context.Context, tenantID, grantID string, by ag
 	if err := agent.ValidateID("grant_id", grantID); err != nil || grantID == "" {
 		return agent.Grant{}, agent.Errorf(agent.CodeInvalid, "grant_id %q: want the id of a grant, such as grant_…", words.Clip(grantID, 64))
 	}
-	rows, err := s.pool.Query(ctx, sqlRevokeGrant, tenantID, grantID, at, by.Name, by.Issuer, by.Subject)
+	g, err := collectOne(ctx, s.pool, scanGrant, sqlRevokeGrant, tenantID, grantID, at, by.Name, by.Issuer, by.Subject)
 	if err == nil {
-		var g agent.Grant
-		g, err = pgx.CollectExactlyOneRow(rows, scanGrant)
-		if err == nil {
-			return g, nil
-		}
+		return g, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return agent.Grant{}, fmt.Errorf("revoke grant %q: %w", grantID, err)
 	}
-	rows, err = s.pool.Query(ctx, sqlGrant, tenantID, grantID)
-	if err != nil {
-		return agent.Grant{}, fmt.Errorf("read grant %q: %w", grantID, err)
-	}
-	g, err := pgx.CollectExactlyOneRow(rows, scanGrant)
+	g, err = collectOne(ctx, s.pool, scanGrant, sqlGrant, tenantID, grantID)
 	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "grant %q of tenant %q not found", grantID, tenantID), "read grant %q", grantID); err != nil {
 		return agent.Grant{}, err
 	}

@@ -11,7 +11,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/objstore"
@@ -72,11 +71,9 @@ func (s *Store) CompiledAgent(ctx context.Context, tenantID, agentID string, ver
 	var size int64
 	var key *string
 	err := s.pool.QueryRow(ctx, sqlCompiledAgent, tenantID, agentID, version).Scan(&sum, &c.Format, &size, &key, &c.Data, &c.CompiledAt)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return CompiledAgent{}, agent.Errorf(agent.CodeNotFound, "agent %q version %d of tenant %q has no compiled artefact", agentID, version, tenantID)
-	case err != nil:
-		return CompiledAgent{}, fmt.Errorf("read compiled agent %q version %d: %w", agentID, version, err)
+	notFound := agent.Errorf(agent.CodeNotFound, "agent %q version %d of tenant %q has no compiled artefact", agentID, version, tenantID)
+	if err := oneRow(err, notFound, "read compiled agent %q version %d", agentID, version); err != nil {
+		return CompiledAgent{}, err
 	}
 	c.Ref = agent.CompiledRef(sum)
 	if key == nil {

@@ -389,11 +389,8 @@ func (s *Store) PatchProcess(ctx context.Context, p agent.ProcessPatch, def json
 		if tag.RowsAffected() == 0 {
 			var latest int
 			err := tx.QueryRow(ctx, sqlLatestVersion, p.TenantID, p.Tag).Scan(&latest)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return agent.Errorf(agent.CodeNotFound, "tenant %q has no process %q", p.TenantID, p.Tag)
-			}
-			if err != nil {
-				return fmt.Errorf("read latest version: %w", err)
+			if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "tenant %q has no process %q", p.TenantID, p.Tag), "read latest version"); err != nil {
+				return err
 			}
 			return agent.Errorf(agent.CodeConflict, "process %q is at version %d, not %d: another patch came first", p.Tag, latest, p.FromVersion)
 		}

@@ -160,23 +160,21 @@ func (s *Store) RetentionPlan(ctx context.Context) ([]TenantRetention, error) {
 		return nil, fmt.Errorf("retention plan: %w", err)
 	}
 	var out []TenantRetention
-	for rows.Next() {
-		var id string
-		var raw []byte
-		if err := rows.Scan(&id, &raw); err != nil {
-			return nil, fmt.Errorf("retention plan: %w", err)
-		}
+	var id string
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
 		var own agent.Retention
 		if len(raw) > 0 {
 			if err := json.Unmarshal(raw, &own); err != nil {
-				return nil, fmt.Errorf("retention plan: tenant %q: %w", id, err)
+				return fmt.Errorf("tenant %q: %w", id, err)
 			}
 		}
 		if r := own.Within(s.retention); !r.IsZero() {
 			out = append(out, TenantRetention{TenantID: id, Retention: r})
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("retention plan: %w", err)
 	}
 	return out, nil
@@ -262,17 +260,15 @@ func (b *sweepBatch) results(ctx context.Context) error {
 		return err
 	}
 	jobs, payloads := []string{}, []string{}
-	for rows.Next() {
-		var job, cas string
-		if err := rows.Scan(&job, &cas); err != nil {
-			return err
-		}
+	var job, cas string
+	_, err = pgx.ForEachRow(rows, []any{&job, &cas}, func() error {
 		jobs = append(jobs, job)
 		if cas != "" {
 			payloads = append(payloads, cas)
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	freed, err := b.free(ctx, payloads)
@@ -321,17 +317,15 @@ func (b *sweepBatch) free(ctx context.Context, sums []string) ([]string, error) 
 		return nil, err
 	}
 	var freed, keys []string
-	for rows.Next() {
-		var sum, key string
-		if err := rows.Scan(&sum, &key); err != nil {
-			return nil, err
-		}
+	var sum, key string
+	_, err = pgx.ForEachRow(rows, []any{&sum, &key}, func() error {
 		freed = append(freed, sum)
 		if key != "" {
 			keys = append(keys, key)
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	if len(keys) > 0 && b.s.objects == nil {

@@ -291,19 +291,17 @@ func (s *Store) SessionMemory(ctx context.Context, tenantID, sessionID string, l
 	if err != nil {
 		return SessionMemory{}, fmt.Errorf("load memory of session %q: %w", sessionID, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var sm SessionMessage
-		var raw []byte
-		if err := rows.Scan(&sm.Seq, &raw); err != nil {
-			return SessionMemory{}, fmt.Errorf("load memory of session %q: %w", sessionID, err)
-		}
+	var seq int64
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&seq, &raw}, func() error {
+		sm := SessionMessage{Seq: seq}
 		if err := json.Unmarshal(raw, &sm.Message); err != nil {
-			return SessionMemory{}, fmt.Errorf("load memory of session %q: decode message %d: %w", sessionID, sm.Seq, err)
+			return fmt.Errorf("decode message %d: %w", sm.Seq, err)
 		}
 		m.Recent = append(m.Recent, sm)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return SessionMemory{}, fmt.Errorf("load memory of session %q: %w", sessionID, err)
 	}
 	slices.Reverse(m.Recent)

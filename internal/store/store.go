@@ -259,6 +259,17 @@ func collect[T any](ctx context.Context, q querier, scan pgx.RowToFunc[T], sql s
 	return pgx.CollectRows(rows, scan)
 }
 
+// collectOne is collect for a query of exactly one row: pgx.ErrNoRows
+// when there is none (oneRow tells it apart).
+func collectOne[T any](ctx context.Context, q querier, scan pgx.RowToFunc[T], sql string, args ...any) (T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		var none T
+		return none, err
+	}
+	return pgx.CollectExactlyOneRow(rows, scan)
+}
+
 // oneRow is the error of a query for one row: notFound when there was
 // none, err wrapped as format says otherwise, nil when it found the row.
 func oneRow(err, notFound error, format string, args ...any) error {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -344,16 +343,9 @@ func (s *Store) Step(ctx context.Context, tenantID, jobID string, seq int) (agen
 	if err := requireJobKey(tenantID, jobID); err != nil {
 		return agent.Message{}, err
 	}
-	rows, err := s.pool.Query(ctx, sqlStep, tenantID, jobID, seq)
-	if err != nil {
-		return agent.Message{}, fmt.Errorf("load step %d of turn %q: %w", seq, jobID, err)
-	}
-	m, err := pgx.CollectExactlyOneRow(rows, scanMessage)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return agent.Message{}, agent.Errorf(agent.CodeNotFound, "step %d of turn %q not found", seq, jobID)
-	case err != nil:
-		return agent.Message{}, fmt.Errorf("load step %d of turn %q: %w", seq, jobID, err)
+	m, err := collectOne(ctx, s.pool, scanMessage, sqlStep, tenantID, jobID, seq)
+	if err := oneRow(err, agent.Errorf(agent.CodeNotFound, "step %d of turn %q not found", seq, jobID), "load step %d of turn %q", seq, jobID); err != nil {
+		return agent.Message{}, err
 	}
 	return m, nil
 }

@@ -113,14 +113,6 @@ func enabled(getenv func(string) string) (bool, error) {
 // Enabled says whether spans are recorded.
 func (t *Tracing) Enabled() bool { return t != nil && t.provider != nil }
 
-// Provider is the tracer provider: a no-op one when tracing is off.
-func (t *Tracing) Provider() trace.TracerProvider {
-	if !t.Enabled() {
-		return noop.NewTracerProvider()
-	}
-	return t.provider
-}
-
 // Shutdown flushes the spans not yet exported and stops the exporter.
 // Call it once, when the process ends.
 func (t *Tracing) Shutdown(ctx context.Context) error {

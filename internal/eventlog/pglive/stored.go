@@ -156,19 +156,11 @@ func (p *Publisher) PublishFenced(ctx context.Context, b agent.TokenBatch) error
 // fenced runs sql, which returns a row only while b's call holds its
 // stream: none is eventlog.ErrFenced. what names the work in errors.
 func (p *Publisher) fenced(ctx context.Context, b agent.TokenBatch, what, sql string, args ...any) error {
-	rows, err := p.pool.Query(ctx, sql, args...)
+	tag, err := p.pool.Exec(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if n == 0 {
+	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("batch %d of stream %q, step %d, attempt %d: %w", b.First, b.StreamID, b.Step, b.Attempt, eventlog.ErrFenced)
 	}
 	return nil
@@ -280,24 +272,21 @@ func stored(ctx context.Context, pool *pgxpool.Pool, streamID string, after int6
 	if err != nil {
 		return nil, fmt.Errorf("read stored events of stream %q: %w", streamID, err)
 	}
-	defer rows.Close()
 	var out []agent.Event
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			return nil, fmt.Errorf("read stored events of stream %q: %w", streamID, err)
-		}
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&raw}, func() error {
 		var evs []agent.Event
 		if err := json.Unmarshal(raw, &evs); err != nil {
-			return nil, fmt.Errorf("decode stored events of stream %q: %w", streamID, err)
+			return fmt.Errorf("decode: %w", err)
 		}
 		for _, e := range evs {
 			if e.Index > after {
 				out = append(out, e)
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read stored events of stream %q: %w", streamID, err)
 	}
 	return out, nil
