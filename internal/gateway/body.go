@@ -76,14 +76,8 @@ type bodyBounds struct {
 // upload, which one client must be able to send.
 func newBodyBounds(o HTTPOptions, maxUpload int64) (bodyBounds, error) {
 	largest := max(MaxBodyBytes, maxUpload+multipartSlack)
-	client := o.ClientInflightBytes
-	if client == 0 {
-		client = max(DefaultClientInflightBytes, largest)
-	}
-	total := o.InflightBytes
-	if total == 0 {
-		total = max(DefaultInflightBytes, client)
-	}
+	client := cmp.Or(o.ClientInflightBytes, max(DefaultClientInflightBytes, largest))
+	total := cmp.Or(o.InflightBytes, max(DefaultInflightBytes, client))
 	timeout := cmp.Or(o.BodyTimeout, DefaultBodyTimeout)
 	switch {
 	case timeout < 0:

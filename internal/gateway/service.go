@@ -137,9 +137,7 @@ func New(o Options) (*Service, error) {
 		}
 	}
 	o.TaskQueue = cmp.Or(o.TaskQueue, contract.TaskQueue)
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
+	o.Logger = cmp.Or(o.Logger, zap.NewNop())
 	switch {
 	case o.MaxStreamsPerTenant < 0:
 		return nil, fmt.Errorf("gateway: %d streams per tenant: want a positive number (AGENTFLOW_MAX_STREAMS_PER_TENANT)", o.MaxStreamsPerTenant)

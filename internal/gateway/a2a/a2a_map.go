@@ -3,6 +3,7 @@ package a2a
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -184,12 +185,8 @@ func (t *a2aTask) end(it projection.Item) []a2a.Event {
 // refused: a turn that failed with an error of these types was refused
 // before it ran.
 func refused(typ string) bool {
-	for _, c := range []agent.Code{agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodePermissionDenied} {
-		if typ == c.Class().Type {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]agent.Code{agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodePermissionDenied},
+		func(c agent.Code) bool { return typ == c.Class().Type })
 }
 
 // update sets the task's state and status message, and returns the

@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -552,10 +553,7 @@ func (m *aguiMapper) result() json.RawMessage {
 	if len(m.json) > 0 {
 		return m.json
 	}
-	text := m.answer
-	if text == "" {
-		text = m.stepText.String()
-	}
+	text := cmp.Or(m.answer, m.stepText.String())
 	data, _ := json.Marshal(text)
 	return data
 }
