@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/metadata"
-
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway/intake"
 )
@@ -111,9 +109,7 @@ func (a *HTTPAPI) admit(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		// the body; the body's share is the route's.
 		caller = Token{Tenant: prefix, Name: r.URL.Path}
 	} else {
-		md := metadata.MD{}
-		md.Set("authorization", authz...)
-		caller, err = a.svc.Authenticate(metadata.NewIncomingContext(r.Context(), md))
+		caller, err = a.svc.Authenticate(WithAuthorization(r.Context(), authz))
 	}
 	ctx := r.Context()
 	if len(authz) > 0 {

@@ -22,7 +22,6 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -162,9 +161,7 @@ func (a *server) serveSocket(w http.ResponseWriter, r *http.Request) {
 
 // authenticated is the request's context with its token's caller.
 func (a *server) authenticated(r *http.Request, authorization []string) (context.Context, error) {
-	md := metadata.MD{}
-	md.Set("authorization", authorization...)
-	caller, err := a.Service().Authenticate(metadata.NewIncomingContext(r.Context(), md))
+	caller, err := a.Service().Authenticate(gateway.WithAuthorization(r.Context(), authorization))
 	if err != nil {
 		return nil, err
 	}
@@ -497,9 +494,7 @@ func (s *socket) fail(cmd socketCommand, streamID string, err error) {
 // checked as the interceptors check a gRPC call: each command needs its
 // method's role.
 func (s *socket) authorized(method string) (context.Context, error) {
-	md := metadata.MD{}
-	md.Set("authorization", s.authz...)
-	return s.a.Service().Authorize(metadata.NewIncomingContext(s.ctx, md), method)
+	return s.a.Service().Authorize(gateway.WithAuthorization(s.ctx, s.authz), method)
 }
 
 // Door serves the WebSocket on the HTTP API's listener.
