@@ -368,8 +368,7 @@ func (m *aguiMapper) render(out []aguiEvent, it projection.Item) []aguiEvent {
 		}
 		return append(out, aguiEvent{Type: aguiToolCallResult, MessageID: m.id("result-" + strconv.FormatInt(e.Index, 10)), ToolCallID: t.CallID, Content: &content, Role: "tool"})
 	case projection.Custom:
-		raw := e
-		return append(out, aguiEvent{Type: aguiCustom, Name: e.Custom.Name, Value: projection.OrNull(e.Custom.Value), RawEvent: &raw})
+		return append(out, aguiEvent{Type: aguiCustom, Name: e.Custom.Name, Value: projection.OrNull(e.Custom.Value), RawEvent: new(e)})
 	case projection.Answer:
 		if b, ok := projection.Block(e); ok {
 			switch b.Type {

@@ -188,8 +188,7 @@ func (m *uiMapper) decided(out []uiChunk, callID string, a *agent.ApprovalEvent)
 		return out
 	}
 	delete(m.approvalIDs, callID)
-	approved := a.Outcome == agent.ApprovalApproved
-	return append(out, uiChunk{Type: "tool-approval-response", ApprovalID: id, Approved: &approved, Reason: a.Reason})
+	return append(out, uiChunk{Type: "tool-approval-response", ApprovalID: id, Approved: new(a.Outcome == agent.ApprovalApproved), Reason: a.Reason})
 }
 
 // end is the end of the message: the turn's end.

@@ -243,8 +243,7 @@ func FromPBEvalRun(p *pb.EvalRun) agent.EvalRun {
 	r := agent.EvalRun{EvalID: p.GetEvalId(), Dataset: p.GetDataset(), AgentID: p.GetAgentId(), Status: p.GetStatus(),
 		StartedAt: p.GetStartedAt().AsTime()}
 	if p.GetFinishedAt() != nil {
-		t := p.GetFinishedAt().AsTime()
-		r.FinishedAt = &t
+		r.FinishedAt = new(p.GetFinishedAt().AsTime())
 	}
 	for _, v := range p.GetVersions() {
 		r.Versions = append(r.Versions, int(v))

@@ -209,8 +209,7 @@ func toOpenAIError(p gateway.Problem, err error) openAIError {
 	}
 	switch p.Title {
 	case agent.ErrTypeAgentNotFound:
-		model := "model"
-		out.Code, out.Param = "model_not_found", &model
+		out.Code, out.Param = "model_not_found", new("model")
 	case agent.ErrTypeUnauthenticated:
 		out.Code = "invalid_api_key"
 	}

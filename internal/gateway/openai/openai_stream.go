@@ -170,8 +170,7 @@ func (c *chatCall) take(e agent.Event, flush bool) error {
 	}
 	if !c.started {
 		c.begin(c.turn.StreamID)
-		empty := "" // the first chunk says who speaks
-		if err := c.chunk(chunkDelta{Role: "assistant", Content: &empty}, nil, nil); err != nil {
+		if err := c.chunk(chunkDelta{Role: "assistant", Content: new("")}, nil, nil); err != nil { // the first chunk says who speaks
 			return err
 		}
 	}
@@ -304,13 +303,11 @@ func (c *chatCall) complete() {
 // end sends the chunk with the finish reason, the usage when asked for,
 // and [DONE].
 func (c *chatCall) end() {
-	reason := c.reply.finishReason()
-	if err := c.chunk(chunkDelta{}, &reason, nil); err != nil {
+	if err := c.chunk(chunkDelta{}, new(c.reply.finishReason()), nil); err != nil {
 		return
 	}
 	if c.req.IncludeUsage {
-		u := c.usage()
-		if err := c.chunk(chunkDelta{}, nil, &u); err != nil {
+		if err := c.chunk(chunkDelta{}, nil, new(c.usage())); err != nil {
 			return
 		}
 	}

@@ -486,8 +486,7 @@ func (s *socket) ack(cmd socketCommand, result proto.Message) error {
 
 // fail answers cmd (or the socket's opening follow) with err.
 func (s *socket) fail(cmd socketCommand, streamID string, err error) {
-	p := s.a.ProblemOf(s.ctx, err)
-	s.reply(SocketReply{Type: SocketError, ID: cmd.ID, Command: cmd.Type, StreamID: streamID, Problem: &p})
+	s.reply(SocketReply{Type: SocketError, ID: cmd.ID, Command: cmd.Type, StreamID: streamID, Problem: new(s.a.ProblemOf(s.ctx, err))})
 }
 
 // authorized is the context of a call of method with the socket's token,
