@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
 )
 
@@ -223,16 +225,6 @@ func dataPart(raw json.RawMessage) a2a.Part {
 	return a2a.DataPart{Data: map[string]any{"value": v}}
 }
 
-func toolName(e agent.Event) string {
-	if e.Tool == nil {
-		return ""
-	}
-	return e.Tool.Name
-}
+func toolName(e agent.Event) string { return gateway.OrEmpty(e.Tool).Name }
 
-func toolStatus(e agent.Event) string {
-	if e.Tool == nil || e.Tool.Status == "" {
-		return "ok"
-	}
-	return e.Tool.Status
-}
+func toolStatus(e agent.Event) string { return cmp.Or(gateway.OrEmpty(e.Tool).Status, "ok") }

@@ -291,8 +291,7 @@ type a2aV1Call struct {
 func parseA2AV1Call(body []byte) (a2aV1Call, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) || !json.Valid(body) {
+		if _, syntax := errors.AsType[*json.SyntaxError](err); syntax || !json.Valid(body) {
 			return a2aV1Call{}, fmt.Errorf("the body is not JSON: %w", a2a.ErrParseError)
 		}
 		return a2aV1Call{}, fmt.Errorf("the body is not a JSON-RPC request object: %w", a2a.ErrInvalidRequest)

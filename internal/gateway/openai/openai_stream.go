@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/sse"
 )
 
 // chatCall answers one chat completion: it follows the turn, folds its
@@ -60,9 +61,7 @@ func (a *answer) keepAlive() error {
 // comment writes an SSE comment, which clients skip: a note of what the
 // turn does (its tool calls, approvals, retries) or a keep-alive.
 func (a *answer) comment(text string) error {
-	text = strings.Join(strings.Fields(text), " ") // one line
-	_, err := a.w.Write([]byte(": " + text + "\n\n"))
-	return err
+	return sse.WriteComment(a.w, strings.Join(strings.Fields(text), " ")) // one line
 }
 
 func (a *answer) flush() error { return http.NewResponseController(a.w).Flush() }
