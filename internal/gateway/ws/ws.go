@@ -8,6 +8,7 @@ package ws
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -379,15 +380,13 @@ func (s *socket) readMessage() (websocket.MessageType, []byte, error) {
 // socketCloseReason says why a message closed its socket, in the few
 // bytes a close frame has.
 func socketCloseReason(status int) string {
-	switch status {
-	case http.StatusRequestEntityTooLarge:
-		return "a message is larger than the gateway takes"
-	case http.StatusTooManyRequests:
-		return "too many bytes in flight: try again later"
-	case http.StatusRequestTimeout:
-		return "a message did not arrive in time"
-	}
-	return "a message could not be read"
+	return cmp.Or(socketCloseReasons[status], "a message could not be read")
+}
+
+var socketCloseReasons = map[int]string{
+	http.StatusRequestEntityTooLarge: "a message is larger than the gateway takes",
+	http.StatusTooManyRequests:       "too many bytes in flight: try again later",
+	http.StatusRequestTimeout:        "a message did not arrive in time",
 }
 
 // write sends the queued messages, and a ping when the socket is quiet.
