@@ -78,9 +78,7 @@ type Options struct {
 	// default data converter.
 	Payloads converter.DataConverter
 	// Knowledge serves the collections: the HTTP API's routes and
-	// KnowledgeService (internal/gateway/knowledgeapi). Without a Store there are no
-	// routes, and KnowledgeService's collection methods answer
-	// Unavailable.
+	// KnowledgeService (KnowledgeOptions).
 	Knowledge KnowledgeOptions
 	// Memories serves the callers' long-term memories: /v1/memories
 	// (memories.go) and KnowledgeService's memory methods. Default: none,
