@@ -15,14 +15,10 @@ import (
 // is what its interfaces say.
 
 // KnowledgeOptions give the gateway its knowledge routes and
-// KnowledgeService (internal/gateway/knowledgeapi); without a Store it
-// has no routes, and KnowledgeService's collection methods answer
-// Unavailable.
+// KnowledgeService: the Store and Embedder of knowledgeapi.Options,
+// which says what each does and what their absence means.
 type KnowledgeOptions struct {
-	Store *knowledge.Store
-	// Embedder embeds search queries (a metered.Embedder over the
-	// llm.Router: each query charged to its tenant, governed and counted);
-	// nil: vector and hybrid search are refused, text search works.
+	Store    *knowledge.Store
 	Embedder knowledge.Embedder
 }
 

@@ -117,6 +117,15 @@ func (s *Service) Authorize(ctx context.Context, method string) (context.Context
 	return context.WithValue(ctx, CallerKey{}, caller), nil
 }
 
+// WithAuthorization is ctx as a gRPC call carrying an HTTP request's
+// Authorization values, for Authorize and Authenticate: how every HTTP
+// door's credential is checked as a gRPC call's is.
+func WithAuthorization(ctx context.Context, authorization []string) context.Context {
+	md := metadata.MD{}
+	md.Set("authorization", authorization...) // none: no credential
+	return metadata.NewIncomingContext(ctx, md)
+}
+
 // Authenticate finds the call's bearer token, whatever its roles: the
 // one place where a credential becomes an identity, for every door of the
 // gateway (gRPC, the HTTP API, SSE, WebSocket, /v1, the AI SDK, MCP, A2A,

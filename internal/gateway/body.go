@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/metadata"
-
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway/intake"
 )
@@ -76,14 +74,8 @@ type bodyBounds struct {
 // upload, which one client must be able to send.
 func newBodyBounds(o HTTPOptions, maxUpload int64) (bodyBounds, error) {
 	largest := max(MaxBodyBytes, maxUpload+multipartSlack)
-	client := o.ClientInflightBytes
-	if client == 0 {
-		client = max(DefaultClientInflightBytes, largest)
-	}
-	total := o.InflightBytes
-	if total == 0 {
-		total = max(DefaultInflightBytes, client)
-	}
+	client := cmp.Or(o.ClientInflightBytes, max(DefaultClientInflightBytes, largest))
+	total := cmp.Or(o.InflightBytes, max(DefaultInflightBytes, client))
 	timeout := cmp.Or(o.BodyTimeout, DefaultBodyTimeout)
 	switch {
 	case timeout < 0:
@@ -117,9 +109,7 @@ func (a *HTTPAPI) admit(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		// the body; the body's share is the route's.
 		caller = Token{Tenant: prefix, Name: r.URL.Path}
 	} else {
-		md := metadata.MD{}
-		md.Set("authorization", authz...)
-		caller, err = a.svc.Authenticate(metadata.NewIncomingContext(r.Context(), md))
+		caller, err = a.svc.Authenticate(WithAuthorization(r.Context(), authz))
 	}
 	ctx := r.Context()
 	if len(authz) > 0 {

@@ -38,8 +38,7 @@ func toTurnRequest(in *pb.TurnRequest, caller Token) agent.TurnRequest {
 		r.Parts = append(r.Parts, agent.Part{Type: p.GetType(), Text: p.GetText(), URL: p.GetUrl(), MIMEType: p.GetMimeType(), Name: p.GetName()})
 	}
 	if in.Stream != nil {
-		v := in.GetStream()
-		r.Stream = &v
+		r.Stream = new(in.GetStream())
 	}
 	if c := in.GetCreatedAt(); c != nil {
 		// A timestamp out of range stays what it was, which Validate
@@ -365,8 +364,7 @@ func fromPBTool(t *pb.ToolEvent) *agent.ToolEvent {
 		te.Args = json.RawMessage(a)
 	}
 	if t.GetDeadline() != nil {
-		d := t.GetDeadline().AsTime()
-		te.Deadline = &d
+		te.Deadline = new(t.GetDeadline().AsTime())
 	}
 	return te
 }

@@ -65,4 +65,10 @@
 // agents' telegram targets with a webhook_secret; its answers leave
 // through those targets' deliveries. A door imports no other door and the core
 // imports none; internal/gateway/doors lists them for the server.
+//
+// The service APIs (knowledgeapi, catalogapi, evalapi, usageapi) are
+// packages of their own so that the core keeps to auth, tenancy, bodies
+// and limits: each reaches the core and the store only through narrow
+// interfaces of its own, and the core registers it where it builds its
+// gRPC server (and, for knowledgeapi, its HTTP mux).
 package gateway

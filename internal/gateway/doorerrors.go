@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strings"
@@ -40,36 +41,30 @@ func ErrorClasses() []agent.Code {
 // is), 409 a conflict, 429 a limit, 502 to 504 unavailable (a retry may
 // succeed), any other 5xx internal.
 func ClassOf(code agent.Code) agent.Code {
-	switch code.Class().HTTP {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return agent.CodeInvalid
-	case http.StatusUnauthorized:
-		return agent.CodeUnauthenticated
-	case http.StatusForbidden:
-		return agent.CodePermissionDenied
-	case http.StatusNotFound:
-		return agent.CodeNotFound
-	case http.StatusConflict:
-		return agent.CodeConflict
-	case http.StatusTooManyRequests:
-		return agent.CodeRateLimited
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return agent.CodeUnavailable
-	}
-	return agent.CodeInternal
+	return cmp.Or(classOfStatus[code.Class().HTTP], agent.CodeInternal)
+}
+
+// classOfStatus is the class of each HTTP status that has one (ClassOf).
+var classOfStatus = map[int]agent.Code{
+	http.StatusBadRequest: agent.CodeInvalid, http.StatusUnprocessableEntity: agent.CodeInvalid,
+	http.StatusUnauthorized:    agent.CodeUnauthenticated,
+	http.StatusForbidden:       agent.CodePermissionDenied,
+	http.StatusNotFound:        agent.CodeNotFound,
+	http.StatusConflict:        agent.CodeConflict,
+	http.StatusTooManyRequests: agent.CodeRateLimited,
+	http.StatusBadGateway:      agent.CodeUnavailable, http.StatusServiceUnavailable: agent.CodeUnavailable, http.StatusGatewayTimeout: agent.CodeUnavailable,
 }
 
 // ClassName is how the docs name a class.
 func ClassName(class agent.Code) string {
-	switch class {
-	case agent.CodePermissionDenied:
-		return "permission denied"
-	case agent.CodeNotFound:
-		return "not found"
-	case agent.CodeRateLimited:
-		return "limit"
-	}
-	return string(class)
+	return cmp.Or(classNames[class], string(class))
+}
+
+// classNames are the names of the classes the docs do not call by their code.
+var classNames = map[agent.Code]string{
+	agent.CodePermissionDenied: "permission denied",
+	agent.CodeNotFound:         "not found",
+	agent.CodeRateLimited:      "limit",
 }
 
 // LimitRetryAfter is the least wait a door asks of a client refused for

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -44,11 +43,7 @@ const StreamBuffer = 256
 // do a call of method (a stream is authorized as the gRPC call it is), and
 // returns the call's context.
 func (a *HTTPAPI) Caller(r *http.Request, authorization []string, method string) (context.Context, error) {
-	md := metadata.MD{}
-	if len(authorization) > 0 {
-		md.Set("authorization", authorization...)
-	}
-	return a.svc.Authorize(metadata.NewIncomingContext(r.Context(), md), method)
+	return a.svc.Authorize(WithAuthorization(r.Context(), authorization), method)
 }
 
 // Authorized is r with the context of a call of method by r's bearer

@@ -84,8 +84,7 @@ func (a *HTTPAPI) routingError(ctx context.Context, _ *runtime.ServeMux, _ runti
 // or the status WithHTTPStatus gave it.
 func (a *HTTPAPI) Fail(w http.ResponseWriter, r *http.Request, err error, httpStatus int) {
 	p := ProblemFromStatus(status.Convert(Status(r.Context(), a.logger, err)))
-	var hs *HTTPStatusError
-	if httpStatus == 0 && errors.As(err, &hs) {
+	if hs, ok := errors.AsType[*HTTPStatusError](err); httpStatus == 0 && ok {
 		httpStatus = hs.Status
 	}
 	if httpStatus != 0 {

@@ -78,9 +78,7 @@ type Options struct {
 	// default data converter.
 	Payloads converter.DataConverter
 	// Knowledge serves the collections: the HTTP API's routes and
-	// KnowledgeService (internal/gateway/knowledgeapi). Without a Store there are no
-	// routes, and KnowledgeService's collection methods answer
-	// Unavailable.
+	// KnowledgeService (KnowledgeOptions).
 	Knowledge KnowledgeOptions
 	// Memories serves the callers' long-term memories: /v1/memories
 	// (memories.go) and KnowledgeService's memory methods. Default: none,
@@ -137,9 +135,7 @@ func New(o Options) (*Service, error) {
 		}
 	}
 	o.TaskQueue = cmp.Or(o.TaskQueue, contract.TaskQueue)
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
+	o.Logger = cmp.Or(o.Logger, zap.NewNop())
 	switch {
 	case o.MaxStreamsPerTenant < 0:
 		return nil, fmt.Errorf("gateway: %d streams per tenant: want a positive number (AGENTFLOW_MAX_STREAMS_PER_TENANT)", o.MaxStreamsPerTenant)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -95,9 +96,7 @@ func newToken(hash [sha256.Size]byte, tenant, name string, roles []Role) (Token,
 			return Token{}, fmt.Errorf("token of tenant %q: role %q: want lower-case letters, digits, '-' and '_' (the API's roles are user, approver and admin; others are for policies and rules)", tenant, r)
 		}
 	}
-	if name == "" {
-		name = "token-" + hex.EncodeToString(hash[:4])
-	}
+	name = cmp.Or(name, "token-"+hex.EncodeToString(hash[:4]))
 	if err := agent.ValidateID("name", name); err != nil {
 		return Token{}, fmt.Errorf("token of tenant %q: %w", tenant, err)
 	}

@@ -180,8 +180,7 @@ func (m *a2aServer) listTasks(ctx context.Context, q a2aListQuery) (v1TaskList, 
 		tq.Job, tq.JobPrefix = q.contextID, q.contextID+a2aJobSep
 	}
 	if q.state != "" {
-		open := !q.state.Terminal()
-		tq.Open = &open
+		tq.Open = new(!q.state.Terminal())
 	}
 	total, err := m.s.CountTurns(ctx, tq)
 	if err != nil {

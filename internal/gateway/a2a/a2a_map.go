@@ -1,13 +1,16 @@
 package a2a
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/gateway"
 	"github.com/agentflow/agentflow/internal/gateway/projection"
 )
 
@@ -184,12 +187,8 @@ func (t *a2aTask) end(it projection.Item) []a2a.Event {
 // refused: a turn that failed with an error of these types was refused
 // before it ran.
 func refused(typ string) bool {
-	for _, c := range []agent.Code{agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodePermissionDenied} {
-		if typ == c.Class().Type {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]agent.Code{agent.CodeInvalid, agent.CodeAgentNotFound, agent.CodePermissionDenied},
+		func(c agent.Code) bool { return typ == c.Class().Type })
 }
 
 // update sets the task's state and status message, and returns the
@@ -226,16 +225,6 @@ func dataPart(raw json.RawMessage) a2a.Part {
 	return a2a.DataPart{Data: map[string]any{"value": v}}
 }
 
-func toolName(e agent.Event) string {
-	if e.Tool == nil {
-		return ""
-	}
-	return e.Tool.Name
-}
+func toolName(e agent.Event) string { return gateway.OrEmpty(e.Tool).Name }
 
-func toolStatus(e agent.Event) string {
-	if e.Tool == nil || e.Tool.Status == "" {
-		return "ok"
-	}
-	return e.Tool.Status
-}
+func toolStatus(e agent.Event) string { return cmp.Or(gateway.OrEmpty(e.Tool).Status, "ok") }

@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -262,10 +263,7 @@ func v1NameOf(legacy string) string {
 // query parameter): "" (0.3), 0.3 or 1.0; a patch is ignored. Any other
 // is errA2AVersionNotSupported.
 func a2aRequestVersion(r *http.Request) (string, error) {
-	v := strings.TrimSpace(r.Header.Get(a2aVersionHeader))
-	if v == "" {
-		v = strings.TrimSpace(r.URL.Query().Get(a2aVersionHeader))
-	}
+	v := cmp.Or(strings.TrimSpace(r.Header.Get(a2aVersionHeader)), strings.TrimSpace(r.URL.Query().Get(a2aVersionHeader)))
 	if v == "" {
 		return "", nil
 	}
@@ -293,8 +291,7 @@ type a2aV1Call struct {
 func parseA2AV1Call(body []byte) (a2aV1Call, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) || !json.Valid(body) {
+		if _, syntax := errors.AsType[*json.SyntaxError](err); syntax || !json.Valid(body) {
 			return a2aV1Call{}, fmt.Errorf("the body is not JSON: %w", a2a.ErrParseError)
 		}
 		return a2aV1Call{}, fmt.Errorf("the body is not a JSON-RPC request object: %w", a2a.ErrInvalidRequest)
@@ -406,7 +403,7 @@ func (a *server) streamA2AV1(w http.ResponseWriter, r *http.Request, id json.Raw
 
 	rc := http.NewResponseController(w)
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	out := &a2aV1Stream{a: a, w: w, rc: rc, id: id}
+	out := &a2aV1Stream{EventWriter: a.NewEventWriter(w, r), a: a, w: w, id: id}
 	keepAlive := time.NewTicker(a.KeepAlive())
 	defer keepAlive.Stop()
 	for {
@@ -416,7 +413,7 @@ func (a *server) streamA2AV1(w http.ResponseWriter, r *http.Request, id json.Raw
 				return
 			}
 		case <-keepAlive.C:
-			if !out.keepAlive() {
+			if out.Comment("keep-alive") != nil {
 				return
 			}
 		case <-ctx.Done():
@@ -456,28 +453,14 @@ func readA2AV1Events(ctx context.Context, events iter.Seq2[a2a.Event, error]) (<
 	return items, done
 }
 
-// a2aV1Stream is the answer streamA2AV1 writes: its headers go out with
-// whatever is written first (started), and every write is bounded by the
-// slow-client deadline.
+// a2aV1Stream is the answer streamA2AV1 writes, through the core's
+// event writer: its head goes out with whatever is written first, and
+// every write is bounded by the slow-client deadline.
 type a2aV1Stream struct {
-	a       *server
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	id      json.RawMessage
-	started bool
-}
-
-// begin writes the stream's headers, once.
-func (s *a2aV1Stream) begin() {
-	if s.started {
-		return
-	}
-	s.started = true
-	h := s.w.Header()
-	h.Set("Content-Type", sse.ContentType)
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
+	*gateway.EventWriter
+	a  *server
+	w  http.ResponseWriter
+	id json.RawMessage
 }
 
 // write sends msg as an SSE data line; a message that cannot be encoded
@@ -488,12 +471,12 @@ func (s *a2aV1Stream) write(msg map[string]any) error {
 		data, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": a2aV1ID(s.id),
 			"error": a2aV1ErrorOf(fmt.Errorf("an event could not be written: %w", a2a.ErrInternalError))})
 	}
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.a.SlowClient()))
-	s.begin()
+	s.Deadline()
+	s.Begin()
 	if err := sse.WriteEvent(s.w, "", "", data); err != nil {
 		return err
 	}
-	return s.rc.Flush()
+	return s.Flush()
 }
 
 // send writes an item: an event as a JSON-RPC result; an error as the
@@ -504,7 +487,7 @@ func (s *a2aV1Stream) send(ctx context.Context, it a2aV1Item) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if !s.started {
+		if !s.Started() {
 			writeA2AV1Error(s.w, s.id, it.err)
 			return false
 		}
@@ -516,12 +499,4 @@ func (s *a2aV1Stream) send(ctx context.Context, it a2aV1Item) bool {
 		return false
 	}
 	return true
-}
-
-// keepAlive writes a keep-alive comment on a quiet stream; false once the
-// client is gone.
-func (s *a2aV1Stream) keepAlive() bool {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.a.SlowClient()))
-	s.begin()
-	return sse.WriteComment(s.w, "keep-alive") == nil && s.rc.Flush() == nil
 }

@@ -38,8 +38,7 @@ func decodeA2AV1Send(raw json.RawMessage) (*a2a.MessageSendParams, error) {
 	}
 	p := &a2a.MessageSendParams{Message: msg, Metadata: req.Metadata}
 	if c := req.Configuration; c != nil {
-		blocking := !c.ReturnImmediately
-		p.Config = &a2a.MessageSendConfig{Blocking: &blocking, AcceptedOutputModes: c.AcceptedOutputModes}
+		p.Config = &a2a.MessageSendConfig{Blocking: new(!c.ReturnImmediately), AcceptedOutputModes: c.AcceptedOutputModes}
 	}
 	return p, nil
 }

@@ -166,8 +166,7 @@ func v1PartOf(p a2a.Part) v1Part {
 			return v1Part{Raw: &f.Bytes, Filename: f.Name, MediaType: f.MimeType, Metadata: p.Metadata}
 		}
 	}
-	text := fmt.Sprintf("(a part of kind %s)", p.Meta())
-	return v1Part{Text: &text}
+	return v1Part{Text: new(fmt.Sprintf("(a part of kind %s)", p.Meta()))}
 }
 
 // v1EventOf renders a stream's event.

@@ -21,8 +21,7 @@ import (
 func writeA2AError(w http.ResponseWriter, status int, err error) {
 	code, _, _ := a2aCodeOf(err)
 	msg := a2a.ErrInternalError.Error()
-	var e *a2aError
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*a2aError](err); ok {
 		msg = e.label()
 	} else if i := slices.IndexFunc(a2aV1Codes, func(c a2aV1Code) bool { return errors.Is(err, c.kind) }); i >= 0 {
 		msg = a2aV1Codes[i].kind.Error()

@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,10 +64,7 @@ func writeCard(w http.ResponseWriter, card *a2a.AgentCard) {
 // a2aCard is an agent's card: its id, description (its one skill), its
 // endpoint, streaming, and the bearer token it needs.
 func a2aCard(ag agent.Agent, url string) *a2a.AgentCard {
-	desc := ag.Description
-	if desc == "" {
-		desc = "The agent " + ag.ID + " of agentflow."
-	}
+	desc := cmp.Or(ag.Description, "The agent "+ag.ID+" of agentflow.")
 	modes := []string{"text/plain", "application/json"}
 	return &a2a.AgentCard{
 		Name: ag.ID, Description: desc, URL: url, Version: fmt.Sprint(ag.Version),

@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -367,8 +368,7 @@ func (m *aguiMapper) render(out []aguiEvent, it projection.Item) []aguiEvent {
 		}
 		return append(out, aguiEvent{Type: aguiToolCallResult, MessageID: m.id("result-" + strconv.FormatInt(e.Index, 10)), ToolCallID: t.CallID, Content: &content, Role: "tool"})
 	case projection.Custom:
-		raw := e
-		return append(out, aguiEvent{Type: aguiCustom, Name: e.Custom.Name, Value: projection.OrNull(e.Custom.Value), RawEvent: &raw})
+		return append(out, aguiEvent{Type: aguiCustom, Name: e.Custom.Name, Value: projection.OrNull(e.Custom.Value), RawEvent: new(e)})
 	case projection.Answer:
 		if b, ok := projection.Block(e); ok {
 			switch b.Type {
@@ -552,10 +552,7 @@ func (m *aguiMapper) result() json.RawMessage {
 	if len(m.json) > 0 {
 		return m.json
 	}
-	text := m.answer
-	if text == "" {
-		text = m.stepText.String()
-	}
+	text := cmp.Or(m.answer, m.stepText.String())
 	data, _ := json.Marshal(text)
 	return data
 }

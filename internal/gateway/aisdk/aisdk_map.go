@@ -188,8 +188,7 @@ func (m *uiMapper) decided(out []uiChunk, callID string, a *agent.ApprovalEvent)
 		return out
 	}
 	delete(m.approvalIDs, callID)
-	approved := a.Outcome == agent.ApprovalApproved
-	return append(out, uiChunk{Type: "tool-approval-response", ApprovalID: id, Approved: &approved, Reason: a.Reason})
+	return append(out, uiChunk{Type: "tool-approval-response", ApprovalID: id, Approved: new(a.Outcome == agent.ApprovalApproved), Reason: a.Reason})
 }
 
 // end is the end of the message: the turn's end.
@@ -221,17 +220,15 @@ func (m *uiMapper) pause() []uiChunk {
 
 // uiFinishReason is the AI SDK's finish reason of a step's.
 func uiFinishReason(r string) string {
-	switch r {
-	case "", agent.FinishStop:
-		return "stop"
-	case agent.FinishLength:
-		return "length"
-	case agent.FinishContentFilter:
-		return "content-filter"
-	case agent.FinishToolCalls:
-		return "tool-calls"
-	}
-	return "other"
+	return cmp.Or(uiFinishReasons[r], "other")
+}
+
+var uiFinishReasons = map[string]string{
+	"":                        "stop",
+	agent.FinishStop:          "stop",
+	agent.FinishLength:        "length",
+	agent.FinishContentFilter: "content-filter",
+	agent.FinishToolCalls:     "tool-calls",
 }
 
 // contentFile is an image or file block of the answer as the UI

@@ -1,11 +1,10 @@
 // Package catalogapi serves CatalogService: a tenant's catalog YAML
 // validated and applied (or staged, or tried), its routing rules listed
 // and tried (RouteDryRun), its changes streamed, and its usage
-// (internal/gateway/usageapi). It is a package of its own so that the
-// gateway's core keeps to auth, tenancy, bodies and limits: it reaches
-// the store, the tenants' cache and the core only through the narrow
-// interfaces below, and the core registers it where it builds its gRPC
-// server (its HTTP routes are grpc-gateway's, from the same service).
+// (internal/gateway/usageapi). A service API, apart from the core as
+// package gateway's doc says (it also reaches the tenants' cache through
+// an interface below); its HTTP routes are grpc-gateway's, from the same
+// service.
 package catalogapi
 
 import (

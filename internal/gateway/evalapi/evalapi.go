@@ -1,10 +1,7 @@
 // Package evalapi serves EvalService: evals of an agent's versions over
 // a dataset, datasets recorded from a tenant's turns, and the runs'
-// reports. It is a package of its own so that the gateway's core keeps to
-// auth, tenancy, bodies and limits: the API reaches the core and the
-// store only through the narrow interfaces below, and the core registers
-// it where it builds its gRPC server (its HTTP routes are grpc-gateway's,
-// from the same service).
+// reports. A service API, apart from the core as package gateway's doc
+// says; its HTTP routes are grpc-gateway's, from the same service.
 package evalapi
 
 import (
@@ -243,8 +240,7 @@ func FromPBEvalRun(p *pb.EvalRun) agent.EvalRun {
 	r := agent.EvalRun{EvalID: p.GetEvalId(), Dataset: p.GetDataset(), AgentID: p.GetAgentId(), Status: p.GetStatus(),
 		StartedAt: p.GetStartedAt().AsTime()}
 	if p.GetFinishedAt() != nil {
-		t := p.GetFinishedAt().AsTime()
-		r.FinishedAt = &t
+		r.FinishedAt = new(p.GetFinishedAt().AsTime())
 	}
 	for _, v := range p.GetVersions() {
 		r.Versions = append(r.Versions, int(v))

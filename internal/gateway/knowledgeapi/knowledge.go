@@ -1,10 +1,8 @@
 // Package knowledgeapi serves a tenant's knowledge collections, over gRPC
 // (KnowledgeService, with the core's memory methods beside them) and over
-// HTTP/JSON (/v1/collections, /v1/ingests). It is a package of its own so
-// that the gateway's core keeps to auth, tenancy, bodies and limits: the
-// API reaches the core, the stores and Temporal only through the narrow
-// interfaces below, and the core registers it where it builds its gRPC
-// server and HTTP mux.
+// HTTP/JSON (/v1/collections, /v1/ingests). A service API, apart from
+// the core as package gateway's doc says (it also reaches Temporal
+// through an interface below).
 package knowledgeapi
 
 import (

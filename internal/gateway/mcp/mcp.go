@@ -18,6 +18,7 @@ package mcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -231,11 +232,8 @@ var mcpInputSchema = json.RawMessage(`{"type":"object","properties":{"prompt":{"
 // in — or the arguments of its input schema, when it has one
 // (mcp_input.go) —, and its output schema, when it has one, out.
 func mcpTool(a agent.Agent) *mcp.Tool {
-	t := &mcp.Tool{Name: a.ID, Description: a.Description, InputSchema: mcpInputSchema,
-		Annotations: &mcp.ToolAnnotations{Title: a.ID, OpenWorldHint: ptr(true)}}
-	if t.Description == "" {
-		t.Description = "The agent " + a.ID + " of agentflow."
-	}
+	t := &mcp.Tool{Name: a.ID, Description: cmp.Or(a.Description, "The agent "+a.ID+" of agentflow."), InputSchema: mcpInputSchema,
+		Annotations: &mcp.ToolAnnotations{Title: a.ID, OpenWorldHint: new(true)}}
 	if agent.HasOutputSchema(a.InputSchema) {
 		t.InputSchema = a.InputSchema
 	}
@@ -244,8 +242,6 @@ func mcpTool(a agent.Agent) *mcp.Tool {
 	}
 	return t
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // call is the tools/call handler of agent id: one durable turn.
 func (m *mcpServer) call(id string) mcp.ToolHandler {

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -81,11 +80,7 @@ func (o openAI) register(mux *http.ServeMux) {
 // work the endpoint does, with the gRPC API's code; the context it
 // returns carries the caller.
 func (o openAI) authorize(r *http.Request, method string) (context.Context, error) {
-	md := metadata.MD{}
-	if v := r.Header.Values("Authorization"); len(v) > 0 {
-		md.Set("authorization", v...)
-	}
-	return o.s.Authorize(metadata.NewIncomingContext(r.Context(), md), method)
+	return o.s.Authorize(gateway.WithAuthorization(r.Context(), r.Header.Values("Authorization")), method)
 }
 
 // openAIModel is an agent as OpenAI's model object. Created is 0: an
@@ -214,8 +209,7 @@ func toOpenAIError(p gateway.Problem, err error) openAIError {
 	}
 	switch p.Title {
 	case agent.ErrTypeAgentNotFound:
-		model := "model"
-		out.Code, out.Param = "model_not_found", &model
+		out.Code, out.Param = "model_not_found", new("model")
 	case agent.ErrTypeUnauthenticated:
 		out.Code = "invalid_api_key"
 	}

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -119,10 +120,7 @@ func (c *chatReply) item(it projection.Item) []chatDelta {
 		if it.Status == agent.StreamCompleted {
 			return c.release()
 		}
-		c.failure = it.Error
-		if c.failure == nil {
-			c.failure = agent.TurnErrorOf(agent.Errorf(agent.CodeInternal, "the turn ended %s without an error", strings.ToLower(it.Status)))
-		}
+		c.failure = cmp.Or(it.Error, agent.TurnErrorOf(agent.Errorf(agent.CodeInternal, "the turn ended %s without an error", strings.ToLower(it.Status))))
 	}
 	return nil
 }

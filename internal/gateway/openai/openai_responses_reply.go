@@ -333,14 +333,12 @@ func (f *responseFold) toolEnd(t *agent.ToolEvent) []responseEvent {
 	if it.Status != respInProgress {
 		return nil
 	}
-	output := t.Output
-	it.Output = &output
+	it.Output = new(t.Output)
 	typ := "response.mcp_call.completed"
 	it.Status = respCompleted
 	if t.Status != "ok" {
 		typ, it.Status = "response.mcp_call.failed", respFailed
-		why := "the call ended " + t.Status
-		it.Error = &why
+		it.Error = new("the call ended " + t.Status)
 	}
 	return []responseEvent{
 		{Type: typ, OutputIndex: &i, ItemID: it.ID},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/sse"
 )
 
 // chatCall answers one chat completion: it follows the turn, folds its
@@ -60,9 +61,7 @@ func (a *answer) keepAlive() error {
 // comment writes an SSE comment, which clients skip: a note of what the
 // turn does (its tool calls, approvals, retries) or a keep-alive.
 func (a *answer) comment(text string) error {
-	text = strings.Join(strings.Fields(text), " ") // one line
-	_, err := a.w.Write([]byte(": " + text + "\n\n"))
-	return err
+	return sse.WriteComment(a.w, strings.Join(strings.Fields(text), " ")) // one line
 }
 
 func (a *answer) flush() error { return http.NewResponseController(a.w).Flush() }
@@ -170,8 +169,7 @@ func (c *chatCall) take(e agent.Event, flush bool) error {
 	}
 	if !c.started {
 		c.begin(c.turn.StreamID)
-		empty := "" // the first chunk says who speaks
-		if err := c.chunk(chunkDelta{Role: "assistant", Content: &empty}, nil, nil); err != nil {
+		if err := c.chunk(chunkDelta{Role: "assistant", Content: new("")}, nil, nil); err != nil { // the first chunk says who speaks
 			return err
 		}
 	}
@@ -304,13 +302,11 @@ func (c *chatCall) complete() {
 // end sends the chunk with the finish reason, the usage when asked for,
 // and [DONE].
 func (c *chatCall) end() {
-	reason := c.reply.finishReason()
-	if err := c.chunk(chunkDelta{}, &reason, nil); err != nil {
+	if err := c.chunk(chunkDelta{}, new(c.reply.finishReason()), nil); err != nil {
 		return
 	}
 	if c.req.IncludeUsage {
-		u := c.usage()
-		if err := c.chunk(chunkDelta{}, nil, &u); err != nil {
+		if err := c.chunk(chunkDelta{}, nil, new(c.usage())); err != nil {
 			return
 		}
 	}

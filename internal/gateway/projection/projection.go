@@ -14,6 +14,7 @@
 package projection
 
 import (
+	"cmp"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -221,10 +222,7 @@ func (p *Projection) Add(e agent.Event) []Item {
 		if e.Kind == agent.EventQuestionAnswered {
 			kind = InputResolved
 		}
-		q := e.Question
-		if q == nil {
-			q = &agent.QuestionEvent{}
-		}
+		q := cmp.Or(e.Question, &agent.QuestionEvent{})
 		return append(p.closePart(p.release(nil)), Item{Kind: kind, Event: e, Tool: e.Tool, Question: q})
 	case agent.EventCustom:
 		if e.Custom == nil {
@@ -385,10 +383,7 @@ func (p *Projection) status(e agent.Event) []Item {
 		out := p.closePart(p.release(nil))
 		end := Item{Kind: End, Event: e, Status: e.Status, Total: p.total, FinishReason: p.finish}
 		if e.Status != agent.StreamCompleted {
-			end.Error = e.Error
-			if end.Error == nil {
-				end.Error = p.failure
-			}
+			end.Error = cmp.Or(e.Error, p.failure)
 		}
 		for _, id := range slices.Sorted(maps.Keys(p.opened)) {
 			if !p.input[id] {

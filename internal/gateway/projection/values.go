@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"cmp"
 	"encoding/json"
 	"time"
 
@@ -47,14 +48,7 @@ func ContentText(block json.RawMessage) string {
 
 // QuestionOf is the question of a question or question_answered event.
 func QuestionOf(e agent.Event) QuestionValue {
-	q := e.Question
-	if q == nil {
-		q = &agent.QuestionEvent{}
-	}
-	t := e.Tool
-	if t == nil {
-		t = &agent.ToolEvent{}
-	}
+	q, t := cmp.Or(e.Question, &agent.QuestionEvent{}), cmp.Or(e.Tool, &agent.ToolEvent{})
 	return QuestionValue{StreamID: e.StreamID, CallID: t.CallID, ToolName: t.Name, Question: q.Text, Choices: q.Choices,
 		AllowOther: q.AllowOther, Role: q.Role, Deadline: t.Deadline, Outcome: q.Outcome, Answerer: q.Answerer, Via: q.Via}
 }

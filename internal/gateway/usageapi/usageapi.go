@@ -1,9 +1,7 @@
 // Package usageapi answers GetUsage: a tenant's model usage and spend
 // over a period, grouped as asked, with its budgets' use. CatalogService
-// serves it (internal/gateway/catalogapi delegates the method here). It
-// is a package of its own so that the gateway's core keeps to auth,
-// tenancy, bodies and limits: it reads the store and the core only
-// through the narrow interfaces below.
+// serves it (internal/gateway/catalogapi delegates the method here). A
+// service API, apart from the core as package gateway's doc says.
 package usageapi
 
 import (

@@ -8,6 +8,7 @@ package ws
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -22,7 +23,6 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentflow/agentflow/internal/agent"
@@ -162,9 +162,7 @@ func (a *server) serveSocket(w http.ResponseWriter, r *http.Request) {
 
 // authenticated is the request's context with its token's caller.
 func (a *server) authenticated(r *http.Request, authorization []string) (context.Context, error) {
-	md := metadata.MD{}
-	md.Set("authorization", authorization...)
-	caller, err := a.Service().Authenticate(metadata.NewIncomingContext(r.Context(), md))
+	caller, err := a.Service().Authenticate(gateway.WithAuthorization(r.Context(), authorization))
 	if err != nil {
 		return nil, err
 	}
@@ -382,15 +380,13 @@ func (s *socket) readMessage() (websocket.MessageType, []byte, error) {
 // socketCloseReason says why a message closed its socket, in the few
 // bytes a close frame has.
 func socketCloseReason(status int) string {
-	switch status {
-	case http.StatusRequestEntityTooLarge:
-		return "a message is larger than the gateway takes"
-	case http.StatusTooManyRequests:
-		return "too many bytes in flight: try again later"
-	case http.StatusRequestTimeout:
-		return "a message did not arrive in time"
-	}
-	return "a message could not be read"
+	return cmp.Or(socketCloseReasons[status], "a message could not be read")
+}
+
+var socketCloseReasons = map[int]string{
+	http.StatusRequestEntityTooLarge: "a message is larger than the gateway takes",
+	http.StatusTooManyRequests:       "too many bytes in flight: try again later",
+	http.StatusRequestTimeout:        "a message did not arrive in time",
 }
 
 // write sends the queued messages, and a ping when the socket is quiet.
@@ -489,17 +485,14 @@ func (s *socket) ack(cmd socketCommand, result proto.Message) error {
 
 // fail answers cmd (or the socket's opening follow) with err.
 func (s *socket) fail(cmd socketCommand, streamID string, err error) {
-	p := s.a.ProblemOf(s.ctx, err)
-	s.reply(SocketReply{Type: SocketError, ID: cmd.ID, Command: cmd.Type, StreamID: streamID, Problem: &p})
+	s.reply(SocketReply{Type: SocketError, ID: cmd.ID, Command: cmd.Type, StreamID: streamID, Problem: new(s.a.ProblemOf(s.ctx, err))})
 }
 
 // authorized is the context of a call of method with the socket's token,
 // checked as the interceptors check a gRPC call: each command needs its
 // method's role.
 func (s *socket) authorized(method string) (context.Context, error) {
-	md := metadata.MD{}
-	md.Set("authorization", s.authz...)
-	return s.a.Service().Authorize(metadata.NewIncomingContext(s.ctx, md), method)
+	return s.a.Service().Authorize(gateway.WithAuthorization(s.ctx, s.authz), method)
 }
 
 // Door serves the WebSocket on the HTTP API's listener.
