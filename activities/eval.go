@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -113,9 +114,7 @@ func (a *Activities) scoreReplay(ctx context.Context, in contract.ScoreEvalCaseI
 		return "", err
 	}
 	c := in.Case
-	if c.Expect.Status == "" {
-		c.Expect.Status = recorded.Result.Status
-	}
+	c.Expect.Status = cmp.Or(c.Expect.Status, recorded.Result.Status)
 	score, checks := evals.ScoreReplay(recorded.Result, recorded.Steps, in.Result, steps)
 	out.Checks = append(evals.Score(c, in.Result), checks...)
 	calls, err := a.store.JobUsage(ctx, in.TenantID, rec.JobID)

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -28,9 +29,7 @@ func (a *Activities) Summarize(ctx context.Context, in contract.SummarizeInput) 
 		return contract.SummarizeResult{}, err
 	}
 	agentID := in.AgentID
-	if agentID == "" {
-		agentID = settings.DefaultAgent
-	}
+	agentID = cmp.Or(agentID, settings.DefaultAgent)
 	if agentID == "" {
 		return contract.SummarizeResult{}, nil // nothing to take the memory's settings from
 	}

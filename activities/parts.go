@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,9 +71,7 @@ func (a *Activities) resolveParts(ctx context.Context, tenantID string, parts []
 			}
 			p.URL = ref
 		}
-		if p.MIMEType == "" {
-			p.MIMEType = mime
-		}
+		p.MIMEType = cmp.Or(p.MIMEType, mime)
 		if p.Type == agent.PartImage && !agent.IsImageType(p.MIMEType) {
 			return nil, agent.Errorf(agent.CodeInvalid, "%s: %s is %s, not an image type models take (%s)", at, p.URL, p.MIMEType, strings.Join(agent.ImageTypes, ", "))
 		}

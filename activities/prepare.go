@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -56,10 +57,7 @@ func (a *Activities) Prepare(ctx context.Context, in contract.PrepareInput) (con
 			return contract.PrepareResult{}, err
 		}
 		q := words.Clip(strings.TrimSpace(answer), maxPrepareQuery)
-		if q == "" {
-			q = prompt.Content
-		}
-		return contract.PrepareResult{Query: q}, nil
+		return contract.PrepareResult{Query: cmp.Or(q, prompt.Content)}, nil
 	case agent.PrepareRetrieve:
 		return a.prepareRetrieve(ctx, ag, in, prompt.Content)
 	}
@@ -74,10 +72,7 @@ func (a *Activities) prepareRetrieve(ctx context.Context, ag agent.Agent, in con
 	if k == nil {
 		return contract.PrepareResult{}, temporal.NewNonRetryableApplicationError("this worker has no knowledge store", "Internal", nil)
 	}
-	query := in.Query
-	if query == "" {
-		query = prompt
-	}
+	query := cmp.Or(in.Query, prompt)
 	ctx = withScope(ctx, metered.Scope{TenantID: in.TenantID, Key: prepareKey(in), AgentID: ag.ID, AgentVersion: ag.Version}, nil)
 	hits, _, err := k.Retrieve(ctx, in.TenantID, query, *ag.Prepare.Retrieve)
 	if err != nil {

@@ -265,9 +265,7 @@ func programAnswer(out program.Outcome) string {
 		b.WriteString("\n")
 	}
 	value := string(out.Value)
-	if value == "" {
-		value = "null"
-	}
+	value = cmp.Or(value, "null")
 	b.WriteString("result: " + value)
 	fmt.Fprintf(&b, "\n(%d tool calls)", out.Calls)
 	return b.String()

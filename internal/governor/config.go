@@ -33,13 +33,9 @@ type Limits struct {
 //	openai=requests:500/1m,input_tokens:200000/1m,output_tokens:50000/1m,concurrent:20;anthropic:claude-sonnet-4-5=requests:50
 //
 // A key is a provider (every model of it) or provider:model (that model,
-// which then answers to its own entry only). A limit is
-// requests:<n>[/<window>], input_tokens:<n>[/<window>],
-// output_tokens:<n>[/<window>] (each over a sliding window, a Go duration
-// from 1s to 24h, 1m when left out) or concurrent:<n> (calls in flight).
-// Every count is a whole number from 1 up: a limit of zero would stop
-// every call, so it is refused; leave a limit out for none. An empty
-// string governs nothing.
+// which then answers to its own entry only); its limits are read by
+// agent.ParseModelLimits, which says what each may be. An empty string
+// governs nothing.
 func ParseLimits(s string) (Limits, error) {
 	out := Limits{keys: map[string]store.GovernorLimits{}}
 	if strings.TrimSpace(s) == "" {

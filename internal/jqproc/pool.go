@@ -195,10 +195,7 @@ func (p *Pool) get(ctx context.Context) (*proc, error) {
 	return wrap(c), nil
 }
 
-// Close ends the idle children; runs under way end theirs as they finish.
-// A pool that lives as long as its process need not be closed: children
-// exit when the parent's end of their pipe closes, and the kernel kills
-// them when it dies.
+// Close ends the idle children, as childproc.Pool.Close does.
 func (p *Pool) Close() error {
 	p.procs.Close()
 	return nil

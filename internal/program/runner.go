@@ -337,10 +337,7 @@ func (r *Runner) get(ctx context.Context) (*childproc.Proc, error) {
 	return c, err
 }
 
-// Close ends the idle children; runs under way end theirs as they finish.
-// A runner that lives as long as its process need not be closed: children
-// exit when the parent's end of their pipe closes, and the kernel kills
-// them when it dies.
+// Close ends the idle children, as childproc.Pool.Close does.
 func (r *Runner) Close() error {
 	r.procs.Close()
 	return nil
