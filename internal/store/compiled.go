@@ -11,7 +11,6 @@ import (
 	"io"
 	"time"
 
-
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/objstore"
 )
