@@ -16,12 +16,17 @@ import (
 	"strings"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/words"
 )
 
-// EnvAllow opens targets to tenants: a comma-separated list of
-// TENANT:KIND=PATTERN entries, where TENANT is a tenant id or * (every
-// tenant), KIND one of Kinds and PATTERN a name or a path.Match glob
-// ("billing-*"). Example: "acme:task_queue=billing-tools,acme:activity=Refund*,*:nexus_endpoint=payments".
+// EnvAllow opens targets to tenants, in the form of the other allow
+// lists of the operator (k8sjob's AGENTFLOW_K8S_JOBS):
+//
+//	<tenant>=<kind>:<pattern>[+<kind>:<pattern>…],…
+//
+// <tenant> is a tenant id or * (every tenant), <kind> one of Kinds and
+// <pattern> a name or a path.Match glob ("billing-*"). For example
+// "acme=task_queue:billing-tools+activity:Refund*,*=nexus_endpoint:payments".
 const EnvAllow = "AGENTFLOW_TEMPORAL_ALLOW"
 
 // The kinds of target a tool may name.
@@ -54,26 +59,29 @@ type entry struct {
 // checked: a malformed one is an error naming it, not skipped.
 func Parse(s string) (*Policy, error) {
 	p := &Policy{}
-	for _, raw := range strings.Split(s, ",") {
-		raw = strings.TrimSpace(raw)
-		if raw == "" {
-			continue
+	for _, raw := range words.ListEntries(s) {
+		tenant, targets, ok := strings.Cut(raw, "=")
+		tenant = strings.TrimSpace(tenant)
+		if !ok || tenant == "" || strings.TrimSpace(targets) == "" {
+			return nil, fmt.Errorf("%s: %q: want <tenant>=<kind>:<pattern>[+…]", EnvAllow, raw)
 		}
-		who, rest, ok := strings.Cut(raw, ":")
-		kind, pattern, ok2 := strings.Cut(rest, "=")
-		e := entry{tenant: strings.TrimSpace(who), kind: strings.TrimSpace(kind), pattern: strings.TrimSpace(pattern)}
-		switch {
-		case !ok || !ok2 || e.tenant == "" || e.pattern == "":
-			return nil, fmt.Errorf("%s: entry %q: want TENANT:KIND=PATTERN", EnvAllow, raw)
-		case !slices.Contains(Kinds, e.kind):
-			return nil, fmt.Errorf("%s: entry %q: kind %q is not one of %s", EnvAllow, raw, e.kind, strings.Join(Kinds, ", "))
-		case e.tenant != "*" && agent.ValidateID("tenant", e.tenant) != nil:
-			return nil, fmt.Errorf("%s: entry %q: %q is not a tenant id or *", EnvAllow, raw, e.tenant)
+		if tenant != "*" && agent.ValidateID("tenant", tenant) != nil {
+			return nil, fmt.Errorf("%s: %q: %q is not a tenant id or *", EnvAllow, raw, tenant)
 		}
-		if _, err := path.Match(e.pattern, ""); err != nil {
-			return nil, fmt.Errorf("%s: entry %q: pattern: %w", EnvAllow, raw, err)
+		for _, t := range strings.Split(targets, "+") {
+			kind, pattern, ok := strings.Cut(strings.TrimSpace(t), ":")
+			e := entry{tenant: tenant, kind: strings.TrimSpace(kind), pattern: strings.TrimSpace(pattern)}
+			switch {
+			case !ok || e.pattern == "":
+				return nil, fmt.Errorf("%s: tenant %s: %q: want <kind>:<pattern>", EnvAllow, tenant, t)
+			case !slices.Contains(Kinds, e.kind):
+				return nil, fmt.Errorf("%s: tenant %s: kind %q is not one of %s", EnvAllow, tenant, e.kind, strings.Join(Kinds, ", "))
+			}
+			if _, err := path.Match(e.pattern, ""); err != nil {
+				return nil, fmt.Errorf("%s: tenant %s: pattern %q: %w", EnvAllow, tenant, e.pattern, err)
+			}
+			p.entries = append(p.entries, e)
 		}
-		p.entries = append(p.entries, e)
 	}
 	return p, nil
 }

@@ -13,12 +13,13 @@ func TestParse(t *testing.T) {
 		name, in, err string
 	}{
 		{name: "empty is closed", in: ""},
-		{name: "entries", in: "acme:task_queue=billing-tools, *:nexus_endpoint=payments ,acme:activity=Refund*"},
-		{name: "no kind", in: "acme=billing", err: "want TENANT:KIND=PATTERN"},
-		{name: "no pattern", in: "acme:task_queue=", err: "want TENANT:KIND=PATTERN"},
-		{name: "unknown kind", in: "acme:queue=billing", err: `kind "queue" is not one of task_queue, activity, workflow, nexus_endpoint`},
-		{name: "bad tenant", in: "ac me:task_queue=billing", err: "is not a tenant id or *"},
-		{name: "bad glob", in: "acme:workflow=[", err: "pattern"},
+		{name: "entries", in: "acme=task_queue:billing-tools + activity:Refund*, *=nexus_endpoint:payments"},
+		{name: "no targets", in: "acme=", err: "want <tenant>=<kind>:<pattern>"},
+		{name: "no kind", in: "acme=billing", err: "want <kind>:<pattern>"},
+		{name: "no pattern", in: "acme=task_queue:", err: "want <kind>:<pattern>"},
+		{name: "unknown kind", in: "acme=queue:billing", err: `kind "queue" is not one of task_queue, activity, workflow, nexus_endpoint`},
+		{name: "bad tenant", in: "ac me=task_queue:billing", err: "is not a tenant id or *"},
+		{name: "bad glob", in: "acme=workflow:[", err: "pattern"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := Parse(tc.in)
@@ -34,7 +35,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestAllows(t *testing.T) {
-	p, err := Parse("acme:task_queue=billing-tools,acme:activity=Refund*,*:nexus_endpoint=payments")
+	p, err := Parse("acme=task_queue:billing-tools+activity:Refund*,*=nexus_endpoint:payments")
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		tenant string
@@ -63,7 +64,7 @@ func TestAllows(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	f.Add("acme:task_queue=billing-tools,*:nexus_endpoint=pay*")
+	f.Add("acme=task_queue:billing-tools,*=nexus_endpoint:pay*")
 	f.Add("a:b=c,,=,:")
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := Parse(s)
