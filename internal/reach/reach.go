@@ -107,6 +107,6 @@ func (p *Policy) Check(tenant, field string, t Target) error {
 	if p.Allows(tenant, t) {
 		return nil
 	}
-	return agent.Errorf(agent.CodePermissionDenied,
+	return agent.Errorf(agent.CodeInvalid,
 		"%s: %s %q is not open to tenant %q: the operator opens Temporal targets with %s", field, t.Kind, t.Name, tenant, EnvAllow)
 }

@@ -58,7 +58,7 @@ func TestAllows(t *testing.T) {
 	err = p.Check("globex", "tools[2].config.task_queue", Target{TaskQueue, "billing-tools"})
 	var ae *agent.Error
 	require.ErrorAs(t, err, &ae)
-	require.Equal(t, agent.CodePermissionDenied, ae.Code)
+	require.Equal(t, agent.CodeInvalid, ae.Code)
 	require.ErrorContains(t, err, `tools[2].config.task_queue: task_queue "billing-tools" is not open to tenant "globex"`)
 	require.NoError(t, p.Check("acme", "tools[2].config.task_queue", Target{TaskQueue, "billing-tools"}))
 }
