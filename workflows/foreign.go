@@ -2,11 +2,13 @@ package workflows
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/asked"
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
@@ -38,6 +40,15 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 		// for, and its outcome is what happened.
 		WaitForCancellation: true,
 	})
+	// Who asked, for the team's code to scope, key and audit the call by
+	// (internal/asked): names only, never a credential.
+	in := r.in[i]
+	who := asked.Asked{TenantID: t.req.TenantID, AgentID: t.agent.ID, TurnID: t.workflowID, JobID: t.req.JobID,
+		CallID: c.ID, Tool: c.Name, Key: fmt.Sprintf("%s:tool:%d:%s", t.req.JobID, in.Seq, c.ID)}
+	if cl := t.req.Caller; cl != nil {
+		who.Caller, who.Issuer, who.Subject = cl.Name, cl.Issuer, cl.Subject
+	}
+	actx = asked.With(actx, who)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var out json.RawMessage
 		err := workflow.ExecuteActivity(actx, cfg.ActivityType, json.RawMessage(c.Arguments)).Get(ctx, &out)
@@ -45,7 +56,6 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 			settle.SetError(err) // cancelled with the turn, as a call in flight is
 			return
 		}
-		in := r.in[i]
 		in.Foreign = &contract.ForeignOutcome{Output: out}
 		if err != nil {
 			in.Foreign.Error = contract.ErrorOf(err).Message

@@ -9,10 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentflow/agentflow"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/reach"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -64,15 +68,25 @@ func TestActivityTool(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{Script: activityToolScript, TemporalAllow: allow,
 		Catalogs: []string{strings.ReplaceAll(activityToolCatalog, "QUEUE", queue)}})
 
-	// The team's worker, on its own queue.
+	// The team's worker, on its own queue, with a client of its own that
+	// reads who asked.
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace,
+		ContextPropagators: []workflow.ContextPropagator{agentflow.AskedPropagator()}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
 	var mu sync.Mutex
 	var asked []string
-	w := worker.New(srv.Client(), queue, worker.Options{})
-	w.RegisterActivityWithOptions(func(_ context.Context, in struct {
+	var who []agentflow.Asked
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
 		OrderID string `json:"order_id"`
 	}) (map[string]any, error) {
+		a, ok := agentflow.WhoAsked(ctx)
 		mu.Lock()
 		asked = append(asked, in.OrderID)
+		if ok {
+			who = append(who, a)
+		}
 		mu.Unlock()
 		if in.OrderID != "A17" {
 			return nil, temporal.NewNonRetryableApplicationError("no such order "+in.OrderID, "NotFound", nil)
@@ -84,11 +98,13 @@ func TestActivityTool(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	var jobs []string
 	for _, tc := range []struct{ order, answer, status string }{
 		{"A17", "It has shipped.", agent.ToolOK},
 		{"B2", "I could not find it.", agent.ToolError},
 	} {
 		req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", Prompt: "Where is order " + tc.order + "?", JobID: "order-" + testserver.RandomID()}
+		jobs = append(jobs, req.JobID)
 		run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, req)
 		require.NoError(t, err)
 		res, err := turnclient.Result(ctx, run)
@@ -100,5 +116,15 @@ func TestActivityTool(t *testing.T) {
 	}
 	mu.Lock()
 	require.Equal(t, []string{"A17", "B2"}, asked, "the team's worker ran each call once, with the model's arguments")
+	require.Len(t, who, 2, "each call says who asked")
+	for i, a := range who {
+		require.Equal(t, "demo", a.TenantID)
+		require.Equal(t, "clerk", a.AgentID)
+		require.Equal(t, jobs[i], a.JobID)
+		require.Equal(t, contract.TurnWorkflowID("demo", jobs[i]), a.TurnID)
+		require.Equal(t, "lookup_order", a.Tool)
+		require.NotEmpty(t, a.CallID)
+		require.Contains(t, a.Key, jobs[i], "a key per call, the same for its attempts")
+	}
 	mu.Unlock()
 }
