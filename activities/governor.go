@@ -126,6 +126,10 @@ func (a *Activities) toolRateLimit() hooks.Handler {
 	return hooks.Handler{
 		Name: "tool rate limit",
 		ToolStart: toolStart(func(ctx context.Context, t *toolRun) error {
+			if t.in.Foreign != nil {
+				// Made already, by the team's worker: nothing to admit.
+				return nil
+			}
 			var err error
 			t.permit, err = a.admitTool(ctx, t.spec, t.in, t.report)
 			return err

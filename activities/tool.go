@@ -270,7 +270,7 @@ func (a *Activities) runTool(ctx context.Context, t *toolRun) (out tools.Output,
 	if err != nil {
 		return tools.Output{}, nil, err
 	}
-	out, toolErr = a.tools.Execute(hctx, t.spec, t.call)
+	out, toolErr = a.execute(hctx, t)
 	if toolErr != nil {
 		a.hooks.ToolError(hctx, hook, toolErr)
 		return out, toolErr, nil
@@ -284,6 +284,25 @@ func (a *Activities) runTool(ctx context.Context, t *toolRun) (out tools.Output,
 	out.Text = res.Text
 	a.hooks.ToolEnd(hctx, hook, res)
 	return out, nil, nil
+}
+
+// execute makes the call: through the tool registry, or, for a call the
+// turn made on a team's own worker (in.Foreign), what it came to.
+func (a *Activities) execute(ctx context.Context, t *toolRun) (tools.Output, error) {
+	f := t.in.Foreign
+	if f == nil {
+		return a.tools.Execute(ctx, t.spec, t.call)
+	}
+	if f.Error != "" {
+		// The team's code failed it after its attempts: the model reads
+		// why, as a tool's error it can act on.
+		return tools.Output{}, agent.Errorf(agent.CodeInvalid, "%s", f.Error)
+	}
+	var text string
+	if json.Unmarshal(f.Output, &text) == nil {
+		return tools.Output{Text: text}, nil // a string is the text itself
+	}
+	return tools.Output{Text: string(f.Output)}, nil
 }
 
 // toolRun is one call through the tool runtime (runTool), as the

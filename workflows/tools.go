@@ -233,6 +233,10 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		r.ask(ctx, i, spec)
 		return
 	}
+	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindActivity {
+		r.foreign(ctx, i, spec)
+		return
+	}
 	r.schedule(ctx, i, in)
 }
 

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/tools/temporaltool"
 )
 
 // TestPublishedSchema checks catalog/schema.json against the sample
@@ -60,7 +61,7 @@ func errString(err error) string {
 var update = flag.Bool("update", false, "rewrite the kinds' config schemas in catalog/schema.json")
 
 // TestPublishedKindConfigs: catalog/schema.json publishes each built-in
-// kind's config schema, as the loader checks it. Run with -update to
+// kind's config schema (the activity kind's too), as the loader checks it. Run with -update to
 // rewrite that part of the file from the kinds.
 func TestPublishedKindConfigs(t *testing.T) {
 	path := filepath.Join("..", "..", "catalog", "schema.json")
@@ -71,7 +72,9 @@ func TestPublishedKindConfigs(t *testing.T) {
 	tool := doc["$defs"].(map[string]any)["tool"].(map[string]any)
 
 	var want []any
-	for _, k := range tools.Builtin() {
+	// The built-in kinds, and the activity kind every worker has (within
+	// its operator's allow list).
+	for _, k := range append(tools.Builtin(), temporaltool.Activity(nil)) {
 		var config any = map[string]any{"not": map[string]any{}, "description": "this kind takes no config"}
 		if len(k.Config) > 0 {
 			require.NoError(t, json.Unmarshal(k.Config, &config))

@@ -284,6 +284,10 @@ type ExecuteToolInput struct {
 	// person answered (or it timed out or was cancelled): what came of
 	// it, stored as the call's result instead of running the tool.
 	Asked *AskedOutcome `json:"asked,omitempty"`
+	// Foreign is set for a call the turn scheduled on a team's own
+	// worker (an activity tool's): what it came to, stored as the call's
+	// result through the tool hooks instead of running the tool.
+	Foreign *ForeignOutcome `json:"foreign,omitempty"`
 	// Program is the run_program call whose program made this call: the
 	// result is stored marked so (agent.Message.Program), for the
 	// program's next run and the trace, not for the model.
@@ -499,4 +503,12 @@ type AgentOnBusyInput struct {
 type AgentOnBusyResult struct {
 	AgentID string `json:"agent_id,omitempty"`
 	OnBusy  string `json:"on_busy,omitempty"`
+}
+
+// ForeignOutcome is what a call on a team's own worker came to: the
+// activity's result, as its worker encoded it, or why it failed after
+// its attempts (the message the model reads).
+type ForeignOutcome struct {
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  string          `json:"error,omitempty"`
 }

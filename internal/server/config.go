@@ -18,6 +18,7 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
+	"github.com/agentflow/agentflow/internal/reach"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/internal/tools/mcptool"
@@ -210,6 +211,11 @@ type Config struct {
 	// loopback, private, link-local or metadata address, whatever a
 	// catalog says.
 	EgressAllow []string
+	// TemporalAllow is what each tenant's activity tools may name: task
+	// queues and activity types of the teams' own workers
+	// (AGENTFLOW_TEMPORAL_ALLOW, internal/reach). Nil: none, and catalogs
+	// naming one are refused.
+	TemporalAllow *reach.Policy
 	// JQMemory is each jq_transform program's memory budget, in bytes,
 	// enforced by the kernel on the child process that runs it; JQPrograms
 	// is the most programs a process runs at once. Env

@@ -19,6 +19,7 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
+	"github.com/agentflow/agentflow/internal/reach"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/tools/openapitool"
 )
@@ -204,6 +205,9 @@ func toolBoundsFromEnv(c *Config) error {
 	}
 	if c.PlatformAddrs, err = egress.ParsePlatformAddrs(os.Getenv(egress.EnvPlatformAddrs)); err != nil {
 		return err
+	}
+	if c.TemporalAllow, err = reach.Parse(os.Getenv(reach.EnvAllow)); err != nil {
+		return fmt.Errorf("%s: %w", reach.EnvAllow, err)
 	}
 	return nil
 }

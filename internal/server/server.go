@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 	"google.golang.org/grpc"
 
+	"github.com/agentflow/agentflow/internal/asked"
 	"github.com/agentflow/agentflow/internal/deploy"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/eventlog"
@@ -303,6 +304,9 @@ func (s *Server) connect(ctx context.Context) error {
 	s.clientOpts.HostPort, s.clientOpts.Namespace = s.cfg.TemporalAddress, s.cfg.Namespace
 	s.clientOpts.Logger = SDKLogger(s.logger)
 	s.clientOpts.Interceptors = interceptors
+	// The turn tells the team's code who asked for a call it schedules
+	// on the team's worker (activity tools).
+	s.clientOpts.ContextPropagators = append(s.clientOpts.ContextPropagators, asked.Propagator())
 	s.clientOpts.ConnectionOptions.GrpcCompression = compression
 	// Workers of this client report the SDK's metrics, and workflows
 	// agentflow's, through it.

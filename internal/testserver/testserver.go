@@ -55,6 +55,7 @@ import (
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
+	"github.com/agentflow/agentflow/internal/reach"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/secrets"
 	"github.com/agentflow/agentflow/internal/server"
@@ -158,6 +159,10 @@ type Options struct {
 	// ToolKinds are tool kinds the worker offers beside the built-in
 	// ones, for tests of what a tool can do. Default: none.
 	ToolKinds []tools.Kind
+	// TemporalAllow is the operator's allow list of activity tools'
+	// task queues and types (AGENTFLOW_TEMPORAL_ALLOW, internal/reach).
+	// Default: none.
+	TemporalAllow *reach.Policy
 	// Models are model providers of the test's own beside the scripted
 	// model (llm.Config.Providers). Default: none.
 	Models map[string]llms.Model
@@ -326,6 +331,7 @@ func (s *Server) config(t testing.TB, opts Options, st stack) server.Config {
 		TraceContent:             opts.TraceContent,
 		TelegramAPI:              opts.TelegramAPI,
 		ToolKinds:                opts.ToolKinds,
+		TemporalAllow:            opts.TemporalAllow,
 		Hooks:                    opts.Hooks,
 		Scorers:                  opts.Scorers,
 		MaxStreamsPerTenant:      opts.MaxStreamsPerTenant,

@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// KindActivity is the tool kind whose calls are activities of a team's
+// own worker: the turn schedules each call on the entry's task queue,
+// where that worker (any SDK) polls it, and waits for its result.
+const KindActivity = "activity"
+
+// ActivityTool is an activity tool's entry, checked: where the turn
+// schedules a call and with what options.
+type ActivityTool struct {
+	TaskQueue    string
+	ActivityType string
+	// StartToClose bounds an attempt; Heartbeat, when set, how long the
+	// activity may go without heartbeating.
+	StartToClose, Heartbeat time.Duration
+	// MaxAttempts is how many attempts Temporal makes at most.
+	MaxAttempts int
+}
+
+// activityToolConfig is the entry's config as a catalog writes it.
+type activityToolConfig struct {
+	TaskQueue       string `json:"task_queue"`
+	ActivityType    string `json:"activity_type"`
+	StartToCloseSec int    `json:"start_to_close_sec,omitempty"`
+	HeartbeatSec    int    `json:"heartbeat_sec,omitempty"`
+	MaxAttempts     int    `json:"max_attempts,omitempty"`
+}
+
+// DefaultActivityAttempts is an activity tool's attempts unless its
+// entry says: a few, since the team's activity keys its writes by the
+// call (as Temporal asks of every activity), and a retry is how a worker
+// that died mid-call is recovered.
+const DefaultActivityAttempts = 3
+
+// ParseActivityTool checks an activity entry's config; timeout is the
+// tool's call timeout, an attempt's default start-to-close. The turn
+// reads it in workflow code: it only decodes and checks.
+func ParseActivityTool(raw json.RawMessage, timeout time.Duration) (ActivityTool, error) {
+	var c activityToolConfig
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return ActivityTool{}, Errorf(CodeInvalid, "%s config: task_queue and activity_type are required", KindActivity)
+	}
+	if err := decodeStrict(raw, &c); err != nil {
+		return ActivityTool{}, Errorf(CodeInvalid, "%s config: %v", KindActivity, err)
+	}
+	for _, f := range []struct{ name, v string }{{"task_queue", c.TaskQueue}, {"activity_type", c.ActivityType}} {
+		if f.v == "" || len(f.v) > 1000 {
+			return ActivityTool{}, Errorf(CodeInvalid, "%s config: %s is required, at most 1000 bytes", KindActivity, f.name)
+		}
+	}
+	for _, f := range []struct {
+		name    string
+		v, most int
+	}{{"start_to_close_sec", c.StartToCloseSec, 86400}, {"heartbeat_sec", c.HeartbeatSec, 3600}, {"max_attempts", c.MaxAttempts, 100}} {
+		if f.v < 0 || f.v > f.most {
+			return ActivityTool{}, Errorf(CodeInvalid, "%s config: %s is %d, want 1 to %d", KindActivity, f.name, f.v, f.most)
+		}
+	}
+	a := ActivityTool{TaskQueue: c.TaskQueue, ActivityType: c.ActivityType, StartToClose: timeout,
+		Heartbeat: time.Duration(c.HeartbeatSec) * time.Second, MaxAttempts: DefaultActivityAttempts}
+	if c.StartToCloseSec > 0 {
+		a.StartToClose = time.Duration(c.StartToCloseSec) * time.Second
+	}
+	if c.MaxAttempts > 0 {
+		a.MaxAttempts = c.MaxAttempts
+	}
+	return a, nil
+}
+
+// String names the call's target, for summaries and logs.
+func (a ActivityTool) String() string {
+	return fmt.Sprintf("%s on %s", a.ActivityType, a.TaskQueue)
+}

@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow"
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/reach"
+	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/turnclient"
+)
+
+// activityToolScript: the model looks an order up with the team's
+// activity, then answers from what it returned.
+const activityToolScript = `
+rules:
+  - name: lookup
+    when: {user: '(?i)where is order (\w+)'}
+    reply: {tool_calls: [{name: lookup_order, arguments: '{"order_id": "$1"}'}]}
+  - name: answer
+    when: {tool: '(?s)"status":"shipped"'}
+    reply: {text: 'It has shipped.'}
+  - name: failed
+    when: {tool: '(?s)no such order'}
+    reply: {text: 'I could not find it.'}
+`
+
+// activityToolCatalog names the activity on queue QUEUE; the operator
+// opened that queue and the type to tenant demo.
+const activityToolCatalog = `
+tenant: demo
+default_agent: clerk
+tools:
+  - name: lookup_order
+    kind: activity
+    description: Look an order up by its id.
+    parameters: {type: object, properties: {order_id: {type: string}}, required: [order_id]}
+    approval: never
+    config: {task_queue: QUEUE, activity_type: LookupOrder, start_to_close_sec: 30, max_attempts: 2}
+agents:
+  - id: clerk
+    model: openai:gpt-4o-mini
+    tools: [lookup_order]
+    limits: {max_iterations: 4}
+`
+
+// TestActivityTool: a catalog entry of kind activity makes the turn
+// schedule the call on the team's task queue, where the team's own
+// worker (not agentflow's) runs it with the model's arguments; what it
+// returns is the tool's result the model reads, and what it fails with
+// is the tool's error.
+func TestActivityTool(t *testing.T) {
+	queue := "orders-" + testserver.RandomID()
+	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:Lookup*")
+	require.NoError(t, err)
+	srv := testserver.Start(t, testserver.Options{Script: activityToolScript, TemporalAllow: allow,
+		Catalogs: []string{strings.ReplaceAll(activityToolCatalog, "QUEUE", queue)}})
+
+	// The team's worker, on its own queue, with a client of its own that
+	// reads who asked.
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace,
+		ContextPropagators: []workflow.ContextPropagator{agentflow.AskedPropagator()}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	var mu sync.Mutex
+	var asked []string
+	var who []agentflow.Asked
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
+		OrderID string `json:"order_id"`
+	}) (map[string]any, error) {
+		a, ok := agentflow.WhoAsked(ctx)
+		mu.Lock()
+		asked = append(asked, in.OrderID)
+		if ok {
+			who = append(who, a)
+		}
+		mu.Unlock()
+		if in.OrderID != "A17" {
+			return nil, temporal.NewNonRetryableApplicationError("no such order "+in.OrderID, "NotFound", nil)
+		}
+		return map[string]any{"order_id": in.OrderID, "status": "shipped"}, nil
+	}, activity.RegisterOptions{Name: "LookupOrder"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var jobs []string
+	for _, tc := range []struct{ order, answer, status string }{
+		{"A17", "It has shipped.", agent.ToolOK},
+		{"B2", "I could not find it.", agent.ToolError},
+	} {
+		req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", Prompt: "Where is order " + tc.order + "?", JobID: "order-" + testserver.RandomID()}
+		jobs = append(jobs, req.JobID)
+		run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, req)
+		require.NoError(t, err)
+		res, err := turnclient.Result(ctx, run)
+		require.NoError(t, err)
+		require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+		require.Equal(t, tc.answer, res.Output)
+		require.Len(t, res.Metadata.ToolCalls, 1)
+		require.Equal(t, tc.status, res.Metadata.ToolCalls[0].Status)
+	}
+	mu.Lock()
+	require.Equal(t, []string{"A17", "B2"}, asked, "the team's worker ran each call once, with the model's arguments")
+	require.Len(t, who, 2, "each call says who asked")
+	for i, a := range who {
+		require.Equal(t, "demo", a.TenantID)
+		require.Equal(t, "clerk", a.AgentID)
+		require.Equal(t, jobs[i], a.JobID)
+		require.Equal(t, contract.TurnWorkflowID("demo", jobs[i]), a.TurnID)
+		require.Equal(t, "lookup_order", a.Tool)
+		require.NotEmpty(t, a.CallID)
+		require.Contains(t, a.Key, jobs[i], "a key per call, the same for its attempts")
+	}
+	mu.Unlock()
+}

@@ -1,0 +1,69 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/asked"
+	"github.com/agentflow/agentflow/internal/contract"
+)
+
+// foreign runs call i on a team's own worker: an activity of the entry's
+// type on its task queue (agent.KindActivity), which that worker, in any
+// SDK, polls. The turn schedules it itself, so the call is an activity of
+// the turn's history like its own (the Web UI shows it, a cancelled turn
+// cancels it), with the entry's timeouts and attempts; what it came to is
+// then stored through ExecuteTool (in.Foreign), whose tool hooks redact
+// and screen it as every tool's result, before the model reads it.
+func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
+	t, c := r.t, r.calls[i]
+	f, settle := workflow.NewFuture(ctx)
+	r.futures[i] = f
+	// Decoding JSON into structs is deterministic; workflowcheck cannot
+	// tell.
+	cfg, err := agent.ParseActivityTool(spec.Config, toolTimeout(spec, turnTimeout(t.req, t.agent.Limits.WithDefaults()))) //workflowcheck:ignore
+	if err != nil {
+		settle.SetError(err)
+		return
+	}
+	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
+		TaskQueue:           cfg.TaskQueue,
+		StartToCloseTimeout: cfg.StartToClose,
+		HeartbeatTimeout:    cfg.Heartbeat,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: int32(cfg.MaxAttempts)},
+		Summary:             contract.OneLine(c.Name+" "+c.Arguments, 120),
+		// As every tool call: one in flight when the turn ends is waited
+		// for, and its outcome is what happened.
+		WaitForCancellation: true,
+	})
+	// Who asked, for the team's code to scope, key and audit the call by
+	// (internal/asked): names only, never a credential.
+	in := r.in[i]
+	who := asked.Asked{TenantID: t.req.TenantID, AgentID: t.agent.ID, TurnID: t.workflowID, JobID: t.req.JobID,
+		CallID: c.ID, Tool: c.Name, Key: fmt.Sprintf("%s:tool:%d:%s", t.req.JobID, in.Seq, c.ID)}
+	if cl := t.req.Caller; cl != nil {
+		who.Caller, who.Issuer, who.Subject = cl.Name, cl.Issuer, cl.Subject
+	}
+	actx = asked.With(actx, who)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var out json.RawMessage
+		err := workflow.ExecuteActivity(actx, cfg.ActivityType, json.RawMessage(c.Arguments)).Get(ctx, &out)
+		if temporal.IsCanceledError(err) {
+			settle.SetError(err) // cancelled with the turn, as a call in flight is
+			return
+		}
+		in.Foreign = &contract.ForeignOutcome{Output: out}
+		if err != nil {
+			in.Foreign.Error = contract.ErrorOf(err).Message
+		}
+		var res contract.ExecuteToolResult
+		// The call is made: storing what it came to outlasts a database
+		// outage, as the turn's own steps do.
+		err = dbStep(ctx, contract.ExecuteTool, t.deadline, in, &res)
+		settle.Set(res, err)
+	})
+}
