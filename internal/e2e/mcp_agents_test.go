@@ -152,12 +152,12 @@ func TestMCPAgentLog(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(logs)
 	})
-	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "test_tool_with_logging"})
+	_, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "test_tool_with_logging"})
 	require.NoError(t, err)
 	require.False(t, logged("calling the tool"), "nothing is logged before the client sets a level")
 	require.NoError(t, session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}))
 
-	res, err = session.CallTool(ctx, &mcp.CallToolParams{Name: "test_tool_with_logging"})
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "test_tool_with_logging"})
 	require.NoError(t, err)
 	stream, _ := res.Meta["agentflow/stream_id"].(string)
 	for _, want := range []string{"info agentflow: the turn " + stream + " is running", "info agentflow: calling the tool calculator",

@@ -169,7 +169,7 @@ func takeStrict(api string, rec *Request, tools []strictTool) error {
 			continue
 		}
 		if p := strictProblem(api, t.schema); p != "" {
-			return fmt.Errorf("Invalid schema for function '%s': %s", t.name, strings.TrimPrefix(p, ": ")) //nolint:staticcheck // the provider's own wording
+			return fmt.Errorf("Invalid schema for function '%s': %s", t.name, strings.TrimPrefix(p, ": ")) //lint:ignore ST1005 the provider's own wording
 		}
 		rec.StrictTools = append(rec.StrictTools, t.name)
 		if rec.strictSchemas == nil {
