@@ -128,3 +128,64 @@ func TestActivityTool(t *testing.T) {
 	}
 	mu.Unlock()
 }
+
+// TestActivityToolCancelled: cancelling a turn cancels the team's
+// activity it is waiting on, which learns it at its next heartbeat; the
+// turn ends cancelled and the call with it.
+func TestActivityToolCancelled(t *testing.T) {
+	queue := "reports-" + testserver.RandomID()
+	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:SlowReport")
+	require.NoError(t, err)
+	catalog := strings.NewReplacer("QUEUE", queue, "lookup_order", "slow_report", "LookupOrder", "SlowReport",
+		"start_to_close_sec: 30, max_attempts: 2", "start_to_close_sec: 300, heartbeat_sec: 2, max_attempts: 1").Replace(activityToolCatalog)
+	script := `
+rules:
+  - name: report
+    when: {user: '(?i)report'}
+    reply: {tool_calls: [{name: slow_report, arguments: '{"order_id": "all"}'}]}
+  - name: other
+    reply: {text: 'Done.'}
+`
+	srv := testserver.Start(t, testserver.Options{Script: script, TemporalAllow: allow, Catalogs: []string{catalog}})
+	started, stopped := make(chan struct{}), make(chan error, 1)
+	w := worker.New(srv.Client(), queue, worker.Options{})
+	w.RegisterActivityWithOptions(func(ctx context.Context, _ struct {
+		OrderID string `json:"order_id"`
+	}) (string, error) {
+		close(started)
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-ctx.Done():
+				stopped <- ctx.Err()
+				return "", ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}, activity.RegisterOptions{Name: "SlowReport"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", Prompt: "Make the report.", JobID: "report-" + testserver.RandomID()}
+	run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, req)
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the team's activity never started")
+	}
+	asked := time.Now()
+	require.NoError(t, srv.Client().SignalWorkflow(ctx, run.GetID(), "", contract.SignalCancelTurn, agent.CancelRequest{Reason: "enough", RequestedBy: "test"}))
+	select {
+	case err := <-stopped:
+		require.ErrorIs(t, err, context.Canceled, "the activity's context is cancelled, not timed out")
+		t.Logf("the team's activity saw the cancellation %v after it was asked", time.Since(asked).Round(time.Millisecond))
+	case <-ctx.Done():
+		t.Fatal("the team's activity was never cancelled")
+	}
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCanceled, res.Status)
+}
