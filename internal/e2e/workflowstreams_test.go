@@ -203,8 +203,15 @@ func wsPoll(ctx context.Context, c client.Client, workflowID string, in wsPollIn
 			runID = h.RunID()
 			err = h.Get(actx, &raw)
 		}
+		spent := actx.Err() != nil
 		cancel()
-		if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		// An attempt that ran out of time is made again with the same
+		// update id. The server may end it first: it keeps the deadline the
+		// attempt sent and resets the stream (gRPC Canceled) a moment before
+		// the client's own timer fires, so the SDK's timeout-or-cancelled
+		// error counts too while the poll's own context lives.
+		var late *client.WorkflowUpdateServiceTimeoutOrCanceledError
+		if err != nil && ctx.Err() == nil && (spent || errors.As(err, &late)) {
 			*stalled++
 			continue
 		}
