@@ -43,7 +43,13 @@ const unknownAdvice = "This call may or may not have taken effect. Check whether
 // than a retry that could not send it again. ok is false for the rest,
 // which the caller classifies as before.
 func writeOutcome(ctx context.Context, call agent.ToolCall, gate *effects.Gate, err error) (agent.Message, string, bool) {
-	if err == nil || gate == nil || ctx.Err() != nil {
+	if err == nil || ctx.Err() != nil {
+		return agent.Message{}, "", false
+	}
+	if u := (*unknownCall)(nil); errors.As(err, &u) {
+		return unknownMessage(call, u.what), agent.ToolUnknown, true
+	}
+	if gate == nil {
 		return agent.Message{}, "", false
 	}
 	var held *effects.MaybeSentError
@@ -61,6 +67,12 @@ func writeOutcome(ctx context.Context, call agent.ToolCall, gate *effects.Gate, 
 	}
 	return agent.Message{}, "", false
 }
+
+// unknownCall is a call made outside the tool runtime (on a team's own
+// worker) whose outcome is unknown, and what happened to it.
+type unknownCall struct{ what string }
+
+func (e *unknownCall) Error() string { return e.what }
 
 // unknownMessage is the model's account of a call whose outcome is
 // unknown: what, and the advice, as JSON after unknownPrefix.

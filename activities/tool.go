@@ -293,6 +293,9 @@ func (a *Activities) execute(ctx context.Context, t *toolRun) (tools.Output, err
 	if f == nil {
 		return a.tools.Execute(ctx, t.spec, t.call)
 	}
+	if f.Unknown != "" {
+		return tools.Output{}, &unknownCall{what: f.Unknown}
+	}
 	if f.Error != "" {
 		// The team's code failed it after its attempts: the model reads
 		// why, as a tool's error it can act on.

@@ -2,8 +2,10 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -25,7 +27,7 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 	r.futures[i] = f
 	// Decoding JSON into structs is deterministic; workflowcheck cannot
 	// tell.
-	cfg, err := agent.ParseActivityTool(spec.Config, toolTimeout(spec, turnTimeout(t.req, t.agent.Limits.WithDefaults()))) //workflowcheck:ignore
+	cfg, err := agent.ParseActivityTool(spec.Config, toolTimeout(spec, turnTimeout(t.req, t.agent.Limits.WithDefaults())), spec.Delivery == agent.DeliveryIdempotent) //workflowcheck:ignore
 	if err != nil {
 		settle.SetError(err)
 		return
@@ -43,8 +45,15 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 	// Who asked, for the team's code to scope, key and audit the call by
 	// (internal/asked): names only, never a credential.
 	in := r.in[i]
+	key := fmt.Sprintf("%s:tool:%d:%s", t.req.JobID, in.Seq, c.ID)
+	if in.Resend != nil {
+		// A person approved sending it again after an unknown outcome: a
+		// delivery of its own, which the team's deduplication must not
+		// take for the first.
+		key += ":resend:" + in.Resend.ApprovalID
+	}
 	who := asked.Asked{TenantID: t.req.TenantID, AgentID: t.agent.ID, TurnID: t.workflowID, JobID: t.req.JobID,
-		CallID: c.ID, Tool: c.Name, Key: fmt.Sprintf("%s:tool:%d:%s", t.req.JobID, in.Seq, c.ID)}
+		CallID: c.ID, Tool: c.Name, Key: key}
 	if cl := t.req.Caller; cl != nil {
 		who.Caller, who.Issuer, who.Subject = cl.Name, cl.Issuer, cl.Subject
 	}
@@ -57,7 +66,17 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 			return
 		}
 		in.Foreign = &contract.ForeignOutcome{Output: out}
-		if err != nil {
+		var timedOut *temporal.TimeoutError
+		switch {
+		case errors.As(err, &timedOut):
+			// The last attempt ran out of time (or its worker was lost):
+			// the team's code may have done its work; it is not sent again.
+			what := "its start-to-close timeout"
+			if timedOut.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
+				what = "its heartbeat timeout (no heartbeat came: its worker may have died)"
+			}
+			in.Foreign.Unknown = fmt.Sprintf("the last attempt of %s ran past %s: it may or may not have taken effect, and it was not sent again", cfg, what)
+		case err != nil:
 			in.Foreign.Error = contract.ErrorOf(err).Message
 		}
 		var res contract.ExecuteToolResult

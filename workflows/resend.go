@@ -53,7 +53,14 @@ func (r *toolRound) askResend(ctx workflow.Context, i int, res contract.ExecuteT
 	}
 	in := r.in[i]
 	in.Resend = decision
-	r.schedule(ctx, i, in)
+	if spec, ok := t.agent.Tool(c.Name); ok && decision.Approved && agent.ScheduledKind(spec.Kind) {
+		// Sent again on the team's worker, then stored in place of the
+		// unknown outcome, as every kind's second delivery is.
+		r.in[i] = in
+		r.foreign(ctx, i, spec)
+	} else {
+		r.schedule(ctx, i, in)
+	}
 	return r.outcome(ctx, i)
 }
 

@@ -233,7 +233,7 @@ func (r *toolRound) start(ctx workflow.Context, i int) {
 		r.ask(ctx, i, spec)
 		return
 	}
-	if spec, ok := t.agent.Tool(c.Name); ok && spec.Kind == agent.KindActivity {
+	if spec, ok := t.agent.Tool(c.Name); ok && agent.ScheduledKind(spec.Kind) {
 		r.foreign(ctx, i, spec)
 		return
 	}

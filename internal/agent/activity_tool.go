@@ -33,16 +33,27 @@ type activityToolConfig struct {
 	MaxAttempts     int    `json:"max_attempts,omitempty"`
 }
 
-// DefaultActivityAttempts is an activity tool's attempts unless its
-// entry says: a few, since the team's activity keys its writes by the
-// call (as Temporal asks of every activity), and a retry is how a worker
-// that died mid-call is recovered.
+// DefaultActivityAttempts is the attempts of an activity tool whose
+// entry declares delivery: idempotent and no max_attempts: a few, since
+// its activity deduplicates by the call's key, and a retry is how a
+// worker that died mid-call is recovered. Every other activity tool is
+// delivered at most once (one attempt), the rule of every tool kind
+// whose far side may not deduplicate: an attempt that timed out may
+// have taken effect, so the call's outcome is unknown, not sent again.
 const DefaultActivityAttempts = 3
 
+// ScheduledKind reports whether the turn itself schedules the calls of
+// tools of kind k on a team's worker (the tool runtime never runs them).
+func ScheduledKind(k string) bool {
+	return k == KindActivity
+}
+
 // ParseActivityTool checks an activity entry's config; timeout is the
-// tool's call timeout, an attempt's default start-to-close. The turn
-// reads it in workflow code: it only decodes and checks.
-func ParseActivityTool(raw json.RawMessage, timeout time.Duration) (ActivityTool, error) {
+// tool's call timeout, an attempt's default start-to-close; idempotent,
+// whether the entry declares delivery: idempotent, which alone allows
+// more than one attempt. The turn reads it in workflow code: it only
+// decodes and checks.
+func ParseActivityTool(raw json.RawMessage, timeout time.Duration, idempotent bool) (ActivityTool, error) {
 	var c activityToolConfig
 	if raw = bytes.TrimSpace(raw); len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return ActivityTool{}, Errorf(CodeInvalid, "%s config: task_queue and activity_type are required", KindActivity)
@@ -63,8 +74,15 @@ func ParseActivityTool(raw json.RawMessage, timeout time.Duration) (ActivityTool
 			return ActivityTool{}, Errorf(CodeInvalid, "%s config: %s is %d, want 1 to %d", KindActivity, f.name, f.v, f.most)
 		}
 	}
+	if c.MaxAttempts > 1 && !idempotent {
+		return ActivityTool{}, Errorf(CodeInvalid, "%s config: max_attempts %d sends a call again after an attempt that may have taken effect: declare delivery: %s (the activity deduplicates by the call's key), or leave it at 1",
+			KindActivity, c.MaxAttempts, DeliveryIdempotent)
+	}
 	a := ActivityTool{TaskQueue: c.TaskQueue, ActivityType: c.ActivityType, StartToClose: timeout,
-		Heartbeat: time.Duration(c.HeartbeatSec) * time.Second, MaxAttempts: DefaultActivityAttempts}
+		Heartbeat: time.Duration(c.HeartbeatSec) * time.Second, MaxAttempts: 1}
+	if idempotent {
+		a.MaxAttempts = DefaultActivityAttempts
+	}
 	if c.StartToCloseSec > 0 {
 		a.StartToClose = time.Duration(c.StartToCloseSec) * time.Second
 	}

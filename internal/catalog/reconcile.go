@@ -44,6 +44,12 @@ func (l *loader) reconcile(t *tenant, d *toolDoc, spec *agent.Tool) {
 	if r.Tool.bad || !ok {
 		return
 	}
+	if agent.ScheduledKind(spec.Kind) && (r.Tool.s == "" || r.Tool.s == spec.Name) {
+		// The turn schedules its calls: the runtime has no read of its own
+		// to make with it.
+		l.addf(d.Name.pos, "a tool of kind %s reads with another tool: set reconcile.tool to a read the runtime runs (an HTTP or MCP tool)", spec.Kind)
+		return
+	}
 	spec.Reconcile = &agent.ToolReconcile{Tool: r.Tool.s, Arguments: r.Arguments.s, Found: r.Found.s}
 	if r.Tool.s != "" && r.Tool.s != spec.Name {
 		t.reads = append(t.reads, readRef{owner: spec.Name, tool: r.Tool})
@@ -75,6 +81,10 @@ func (l *loader) pinReads(t *tenant) {
 		if k, ok := l.kinds.Kind(read.Kind); ok && k.Resolve != nil {
 			l.addf(r.tool.pos, "tool %q is of kind %s, whose tools are known only once it is resolved: read with the entry itself (leave tool out) or with a tool of another kind",
 				read.Name, read.Kind)
+			continue
+		}
+		if agent.ScheduledKind(read.Kind) {
+			l.addf(r.tool.pos, "tool %q is of kind %s, whose calls the turn schedules: a read must be a tool the runtime runs (an HTTP or MCP tool)", read.Name, read.Kind)
 			continue
 		}
 		if read.Delivery == agent.DeliveryReconciled {

@@ -511,4 +511,8 @@ type AgentOnBusyResult struct {
 type ForeignOutcome struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  string          `json:"error,omitempty"`
+	// Unknown says why the call's outcome is unknown: its last attempt
+	// timed out, so the team's code may or may not have taken effect
+	// (agent.ToolUnknown, as for every kind's write).
+	Unknown string `json:"unknown,omitempty"`
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,6 +49,7 @@ tools:
     description: Look an order up by its id.
     parameters: {type: object, properties: {order_id: {type: string}}, required: [order_id]}
     approval: never
+    delivery: idempotent
     config: {task_queue: QUEUE, activity_type: LookupOrder, start_to_close_sec: 30, max_attempts: 2}
 agents:
   - id: clerk
@@ -188,4 +190,118 @@ rules:
 	res, err := turnclient.Result(ctx, run)
 	require.NoError(t, err)
 	require.Equal(t, agent.StatusCanceled, res.Status)
+}
+
+// TestActivityToolUnknown: an activity tool is delivered at most once
+// unless its entry says its activity deduplicates. An attempt that runs
+// past its start-to-close timeout may have done its work, so it is not
+// sent again: the call's outcome is unknown, and since the tool asks a
+// person, the person is asked again before the model is told. Approved,
+// it is sent a second time under a key of its own; rejected, the model
+// reads the unknown outcome with the decision.
+func TestActivityToolUnknown(t *testing.T) {
+	queue := "shop-" + testserver.RandomID()
+	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:PlaceOrder")
+	require.NoError(t, err)
+	catalog := strings.NewReplacer("QUEUE", queue, "lookup_order", "place_order", "LookupOrder", "PlaceOrder",
+		"    approval: never\n", "", "    delivery: idempotent\n", "", "start_to_close_sec: 30, max_attempts: 2", "start_to_close_sec: 2").Replace(activityToolCatalog)
+	script := `
+rules:
+  - name: place
+    when: {user: '(?i)place order (\w+)'}
+    reply: {tool_calls: [{name: place_order, arguments: '{"order_id": "$1"}'}]}
+  - name: placed
+    when: {tool: '(?s)"placed":true'}
+    reply: {text: 'It is placed.'}
+  - name: unknown
+    when: {tool: '(?s)^(unknown outcome: .+)$'}
+    reply: {text: 'I cannot tell whether it was placed: $1'}
+`
+	srv := testserver.Start(t, testserver.Options{Script: script, TemporalAllow: allow, Catalogs: []string{catalog}})
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace,
+		ContextPropagators: []workflow.ContextPropagator{agentflow.AskedPropagator()}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	var mu sync.Mutex
+	keys := map[string][]string{} // the keys each order was sent with
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
+		OrderID string `json:"order_id"`
+	}) (map[string]any, error) {
+		a, _ := agentflow.WhoAsked(ctx)
+		mu.Lock()
+		keys[in.OrderID] = append(keys[in.OrderID], a.Key)
+		first := len(keys[in.OrderID]) == 1
+		mu.Unlock()
+		if first {
+			<-ctx.Done() // runs past its start-to-close timeout
+			return nil, ctx.Err()
+		}
+		return map[string]any{"placed": true}, nil
+	}, activity.RegisterOptions{Name: "PlaceOrder"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		order    string
+		decision agent.ApprovalDecision
+		sent     int
+		status   string
+		output   string
+	}{
+		{order: "C3", decision: agent.ApprovalDecision{Approved: true, Approver: "ana"}, sent: 2, status: agent.ToolOK, output: "It is placed."},
+		{order: "D4", decision: agent.ApprovalDecision{Approver: "bob", Reason: "it is in the shop's list"}, sent: 1, status: agent.ToolUnknown,
+			output: "bob was asked whether to send it again and decided not to: it is in the shop's list"},
+	} {
+		t.Run(tc.order, func(t *testing.T) {
+			run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
+				TenantID: "demo", JobID: "place-" + testserver.RandomID(), Prompt: "Place order " + tc.order + "."})
+			require.NoError(t, err)
+			waiting := func(resend bool) agent.PendingApproval {
+				t.Helper()
+				var got agent.PendingApproval
+				require.Eventually(t, func() bool {
+					ps, err := turnclient.PendingApprovals(ctx, srv.Client(), run.GetID())
+					if err != nil || len(ps) != 1 || ps[0].Resend != resend {
+						return false
+					}
+					got = ps[0]
+					return true
+				}, time.Minute, 100*time.Millisecond)
+				return got
+			}
+			first := waiting(false)
+			_, err = turnclient.Approve(ctx, srv.Client(), run.GetID(), agent.ApprovalDecision{CallID: first.CallID, ApprovalID: first.ApprovalID, Approved: true, Approver: "ana"})
+			require.NoError(t, err)
+			again := waiting(true)
+			page, err := turnclient.Events(ctx, srv.Client(), run.GetID(), agent.EventsQuery{})
+			require.NoError(t, err)
+			i := slices.IndexFunc(page.Events, func(e agent.Event) bool { return e.Kind == agent.EventApprovalRequired && e.Tool.Resend })
+			require.GreaterOrEqual(t, i, 0, "the person is asked again")
+			require.Contains(t, page.Events[i].Tool.Reason, "PlaceOrder on "+queue+" ran past its start-to-close timeout: it may or may not have taken effect")
+			mu.Lock()
+			require.Len(t, keys[tc.order], 1, "nothing is sent again before the person decides")
+			mu.Unlock()
+
+			d := tc.decision
+			d.CallID, d.ApprovalID = again.CallID, again.ApprovalID
+			_, err = turnclient.Approve(ctx, srv.Client(), run.GetID(), d)
+			require.NoError(t, err)
+			res, err := turnclient.Result(ctx, run)
+			require.NoError(t, err)
+			require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+			require.Contains(t, res.Output, tc.output)
+			require.Len(t, res.Metadata.ToolCalls, 1)
+			require.Equal(t, tc.status, res.Metadata.ToolCalls[0].Status)
+			mu.Lock()
+			defer mu.Unlock()
+			require.Len(t, keys[tc.order], tc.sent, "deliveries the team's worker saw")
+			if tc.sent == 2 {
+				require.NotEqual(t, keys[tc.order][0], keys[tc.order][1], "the second delivery has a key of its own")
+				require.Contains(t, keys[tc.order][1], ":resend:"+again.ApprovalID)
+			}
+		})
+	}
 }

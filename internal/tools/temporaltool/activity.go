@@ -19,7 +19,7 @@ const activitySchema = `{
     "activity_type": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "the activity type the worker registered"},
     "start_to_close_sec": {"type": "integer", "minimum": 1, "maximum": 86400, "description": "an attempt's start-to-close timeout; default the tool's timeout"},
     "heartbeat_sec": {"type": "integer", "minimum": 1, "maximum": 3600, "description": "the heartbeat timeout, for activities that heartbeat; default none"},
-    "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100, "description": "attempts at most; default 3"}
+    "max_attempts": {"type": "integer", "minimum": 1, "maximum": 100, "description": "attempts at most; above 1 only with delivery: idempotent (default 3 then, else 1)"}
   }
 }`
 
@@ -44,13 +44,13 @@ func Activity(allow *reach.Policy) kind.Kind {
 		// person unless the catalog writes another policy.
 		Approval: agent.ApprovalAlways,
 		Build: func(spec agent.Tool, _ kind.Deps) (kind.Tool, error) {
-			if _, err := agent.ParseActivityTool(spec.Config, spec.CallTimeout(0)); err != nil {
+			if _, err := agent.ParseActivityTool(spec.Config, spec.CallTimeout(0), spec.Delivery == agent.DeliveryIdempotent); err != nil {
 				return nil, err
 			}
 			return scheduled{}, nil
 		},
 		Admit: func(tenantID string, spec agent.Tool) error {
-			a, err := agent.ParseActivityTool(spec.Config, spec.CallTimeout(0))
+			a, err := agent.ParseActivityTool(spec.Config, spec.CallTimeout(0), spec.Delivery == agent.DeliveryIdempotent)
 			if err != nil {
 				return err
 			}

@@ -15,19 +15,25 @@ import (
 func TestParseActivity(t *testing.T) {
 	for _, tc := range []struct {
 		name, config, err string
+		idempotent        bool
 		want              agent.ActivityTool
 	}{
-		{name: "defaults", config: `{"task_queue":"billing","activity_type":"Refund"}`,
+		{name: "at most once", config: `{"task_queue":"billing","activity_type":"Refund"}`,
+			want: agent.ActivityTool{TaskQueue: "billing", ActivityType: "Refund", StartToClose: time.Minute, MaxAttempts: 1}},
+		{name: "idempotent", config: `{"task_queue":"billing","activity_type":"Refund"}`, idempotent: true,
 			want: agent.ActivityTool{TaskQueue: "billing", ActivityType: "Refund", StartToClose: time.Minute, MaxAttempts: 3}},
-		{name: "options", config: `{"task_queue":"billing","activity_type":"Refund","start_to_close_sec":30,"heartbeat_sec":5,"max_attempts":1}`,
-			want: agent.ActivityTool{TaskQueue: "billing", ActivityType: "Refund", StartToClose: 30 * time.Second, Heartbeat: 5 * time.Second, MaxAttempts: 1}},
+		{name: "options", config: `{"task_queue":"billing","activity_type":"Refund","start_to_close_sec":30,"heartbeat_sec":5,"max_attempts":5}`, idempotent: true,
+			want: agent.ActivityTool{TaskQueue: "billing", ActivityType: "Refund", StartToClose: 30 * time.Second, Heartbeat: 5 * time.Second, MaxAttempts: 5}},
+		{name: "one attempt said", config: `{"task_queue":"billing","activity_type":"Refund","max_attempts":1}`,
+			want: agent.ActivityTool{TaskQueue: "billing", ActivityType: "Refund", StartToClose: time.Minute, MaxAttempts: 1}},
+		{name: "retries of a write that may not deduplicate", config: `{"task_queue":"q","activity_type":"A","max_attempts":2}`, err: "declare delivery: idempotent"},
 		{name: "no queue", config: `{"activity_type":"Refund"}`, err: "task_queue is required"},
 		{name: "unknown field", config: `{"task_queue":"q","activity_type":"A","queue":"x"}`, err: "queue"},
 		{name: "too many attempts", config: `{"task_queue":"q","activity_type":"A","max_attempts":101}`, err: "max_attempts is 101"},
 		{name: "negative timeout", config: `{"task_queue":"q","activity_type":"A","start_to_close_sec":-1}`, err: "start_to_close_sec is -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := agent.ParseActivityTool(json.RawMessage(tc.config), time.Minute)
+			got, err := agent.ParseActivityTool(json.RawMessage(tc.config), time.Minute, tc.idempotent)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				require.True(t, agent.IsCode(err, agent.CodeInvalid))
