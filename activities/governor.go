@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/eventlog"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/hooks"
 )
@@ -127,7 +128,11 @@ func (a *Activities) toolRateLimit() hooks.Handler {
 		Name: "tool rate limit",
 		ToolStart: toolStart(func(ctx context.Context, t *toolRun) error {
 			if t.in.Foreign != nil {
-				// Made already, by the team's worker: nothing to admit.
+				// Made already, by the team's worker, once AdmitTool admitted
+				// it: the call has ended, and so does its admission.
+				if a.governor != nil && t.spec.RateLimit != nil {
+					t.permit = a.governor.Granted(governor.ToolKey(t.in.TenantID, t.spec.Entry()), foreignCallID(t.in), t.in.TenantID)
+				}
 				return nil
 			}
 			var err error
@@ -145,16 +150,57 @@ func (a *Activities) toolRateLimit() hooks.Handler {
 // turn's details show) and its heartbeats. A tool without a limit, or a
 // worker without a governor, is admitted at once (a nil permit).
 func (a *Activities) admitTool(ctx context.Context, spec agent.Tool, in contract.ExecuteToolInput, report func(string)) (*governor.Permit, error) {
+	info := activity.GetInfo(ctx)
+	id := fmt.Sprintf("%s/%s/%d/%s/%d", in.TenantID, in.JobID, in.Seq, in.Call.ID, info.Attempt)
+	return a.admitToolAs(ctx, spec, in, id, reservationTTL(info.Deadline, time.Now()), report)
+}
+
+// AdmitTool waits until a rate-limited tool entry admits a call the turn
+// is about to make on a team's own worker (an activity tool), which no
+// activity of agentflow's runs: the limit holds for every kind. Its
+// admission is released by the ExecuteTool that stores what the call
+// came to (toolRateLimit), or lapses after in.Hold. A retried attempt
+// finds the admission its predecessor got: the call's id is the same.
+func (a *Activities) AdmitTool(ctx context.Context, in contract.AdmitToolInput) error {
+	ctx = withToolLog(ctx, in.Tool)
+	defer callHeartbeats(ctx)()
+	ag, err := a.agentVersion(ctx, in.Tool.TenantID, in.Tool.AgentID, in.Tool.AgentVersion)
+	if err != nil {
+		return err
+	}
+	spec, ok := ag.Tool(in.Tool.Call.Name)
+	if !ok {
+		return nil // ExecuteTool tells the model the tool is not granted
+	}
+	progress := eventlog.StartProgress(ctx, a.sinks(ctx, ""), activity.GetInfo(ctx).WorkflowExecution.ID, in.Tool.Call)
+	defer progress.Close()
+	_, err = a.admitToolAs(ctx, spec, in.Tool, foreignCallID(in.Tool), in.Hold, progress.Report)
+	return err
+}
+
+// foreignCallID is the governed id of a call made on a team's worker:
+// the same for AdmitTool's attempts and the ExecuteTool that releases
+// it, and another for a second delivery a person approved.
+func foreignCallID(in contract.ExecuteToolInput) string {
+	id := fmt.Sprintf("%s/%s/%d/%s/foreign", in.TenantID, in.JobID, in.Seq, in.Call.ID)
+	if in.Resend != nil {
+		id += "/" + in.Resend.ApprovalID
+	}
+	return id
+}
+
+// admitToolAs is admitTool for a call of the id given, which holds a
+// concurrent slot for hold at most if nothing releases it.
+func (a *Activities) admitToolAs(ctx context.Context, spec agent.Tool, in contract.ExecuteToolInput, id string, hold time.Duration, report func(string)) (*governor.Permit, error) {
 	if a.governor == nil || spec.RateLimit == nil {
 		return nil, nil
 	}
-	info := activity.GetInfo(ctx)
 	key := governor.ToolKey(in.TenantID, spec.Entry())
 	call := governor.Call{
 		Model:    key,
-		ID:       fmt.Sprintf("%s/%s/%d/%s/%d", in.TenantID, in.JobID, in.Seq, in.Call.ID, info.Attempt),
+		ID:       id,
 		TenantID: in.TenantID,
-		Hold:     reservationTTL(info.Deadline, time.Now()),
+		Hold:     hold,
 		Waiting: func(w governor.Wait) {
 			report(w.String())
 			activity.RecordHeartbeat(ctx, w.String())

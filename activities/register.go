@@ -40,6 +40,7 @@ func (a *Activities) Register(r Registry) {
 	registerNoResult(r, contract.InterruptModel, a.InterruptModel)
 	registerNoResult(r, contract.RecordApproval, a.RecordApproval)
 	registerNoResult(r, contract.ObserveEvents, a.ObserveEvents)
+	registerNoResult(r, contract.AdmitTool, a.AdmitTool)
 	// Classified, not weighed: a recorded prompt, within a turn request's
 	// bounds, and a sweep's counts.
 	registerUnchecked(r, contract.PrepareReplay, a.PrepareReplay)

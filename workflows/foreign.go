@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -59,6 +60,10 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 	}
 	actx = asked.With(actx, who)
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		if err := r.admitForeign(ctx, spec, in, cfg); err != nil {
+			settle.SetError(err) // cancelled while it waited, or the limit could not be read
+			return
+		}
 		var out json.RawMessage
 		err := workflow.ExecuteActivity(actx, cfg.ActivityType, json.RawMessage(c.Arguments)).Get(ctx, &out)
 		if temporal.IsCanceledError(err) {
@@ -85,4 +90,25 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 		err = dbStep(ctx, contract.ExecuteTool, t.deadline, in, &res)
 		settle.Set(res, err)
 	})
+}
+
+// admitForeign waits, for a tool entry with a rate limit, until the limit
+// admits call in (AdmitTool): an activity of its own, since the wait may
+// be long and shows as the call's progress, and since the team's worker,
+// not agentflow's, makes the call. The ExecuteTool that stores its
+// outcome releases the admission. A tool without a limit costs nothing.
+func (r *toolRound) admitForeign(ctx workflow.Context, spec agent.Tool, in contract.ExecuteToolInput, cfg agent.ActivityTool) error {
+	if spec.RateLimit == nil {
+		return nil
+	}
+	t := r.t
+	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
+		StartToCloseTimeout: toolTimeout(spec, turnTimeout(t.req, t.agent.Limits.WithDefaults())),
+		HeartbeatTimeout:    toolHeartbeat,
+		RetryPolicy:         toolRetry(),
+		Summary:             "rate limit of " + spec.Entry(),
+		WaitForCancellation: true,
+	})
+	hold := cfg.StartToClose*time.Duration(cfg.MaxAttempts) + time.Minute
+	return workflow.ExecuteActivity(actx, contract.AdmitTool, contract.AdmitToolInput{Tool: in, Hold: hold}).Get(ctx, nil)
 }

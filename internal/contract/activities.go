@@ -2,6 +2,7 @@ package contract
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/agentflow/agentflow/internal/agent"
 )
@@ -503,6 +504,15 @@ type AgentOnBusyInput struct {
 type AgentOnBusyResult struct {
 	AgentID string `json:"agent_id,omitempty"`
 	OnBusy  string `json:"on_busy,omitempty"`
+}
+
+// AdmitToolInput is a call the turn is about to make on a team's own
+// worker, whose tool entry has a rate limit: AdmitTool waits until the
+// limit admits it. Hold bounds how long the call may hold a concurrent
+// slot if nothing releases it (its attempts' time, and a margin).
+type AdmitToolInput struct {
+	Tool ExecuteToolInput `json:"tool"`
+	Hold time.Duration    `json:"hold"`
 }
 
 // ForeignOutcome is what a call on a team's own worker came to: the

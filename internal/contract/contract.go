@@ -78,6 +78,7 @@ const (
 	AgentOnBusy    = "AgentOnBusy"    // AgentOnBusyInput → AgentOnBusyResult (local, a Conversation's)
 	InterruptModel = "InterruptModel" // InterruptModelInput → nothing (local: a steer stops the call in flight)
 	ObserveEvents  = "ObserveEvents"  // ObserveEventsInput → nothing (the worker's Event hooks read the ended turn's log)
+	AdmitTool      = "AdmitTool"      // AdmitToolInput → nothing (a rate-limited call on a team's worker waits for its limit)
 
 	// An Evaluation's activities.
 	BeginEval       = "BeginEval"       // agent.EvalInput → nothing

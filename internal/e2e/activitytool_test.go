@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,4 +305,59 @@ rules:
 			}
 		})
 	}
+}
+
+// TestActivityToolRateLimit: an activity tool's rate limit holds as every
+// kind's, though the team's worker, not agentflow's, runs its calls: two
+// calls asked for together, of a tool limited to one at a time, reach
+// the team's activity one after the other, and the second says in the
+// turn's stream that it waits.
+func TestActivityToolRateLimit(t *testing.T) {
+	queue := "stock-" + testserver.RandomID()
+	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:LookupOrder")
+	require.NoError(t, err)
+	catalog := strings.NewReplacer("QUEUE", queue, "    approval: never\n", "    approval: never\n    rate_limit: {concurrent: 1, per_minute: 100}\n").Replace(activityToolCatalog)
+	script := `
+rules:
+  - name: two
+    when: {user: '(?i)^both'}
+    reply: {tool_calls: [{name: lookup_order, arguments: '{"order_id": "A1"}'}, {name: lookup_order, arguments: '{"order_id": "A2"}'}]}
+  - name: done
+    when: {tool: '(?s).+'}
+    reply: {text: 'Looked up.'}
+`
+	srv := testserver.Start(t, testserver.Options{Script: script, TemporalAllow: allow, Catalogs: []string{catalog}})
+	var inFlight, most atomic.Int32
+	w := worker.New(srv.Client(), queue, worker.Options{})
+	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
+		OrderID string `json:"order_id"`
+	}) (string, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(700 * time.Millisecond)
+		return in.OrderID + " is in stock", nil
+	}, activity.RegisterOptions{Name: "LookupOrder"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
+		TenantID: "demo", JobID: "stock-" + testserver.RandomID(), Prompt: "both"})
+	require.NoError(t, err)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, "Looked up.", res.Output, "%+v", res.Error)
+	require.Len(t, res.Metadata.ToolCalls, 2)
+	for _, c := range res.Metadata.ToolCalls {
+		require.Equal(t, agent.ToolOK, c.Status)
+	}
+	require.EqualValues(t, 1, most.Load(), "one call at a time")
+	page, err := turnclient.Events(ctx, srv.Client(), run.GetID(), agent.EventsQuery{})
+	require.NoError(t, err)
+	require.True(t, slices.ContainsFunc(page.Events, func(ev agent.Event) bool {
+		return ev.Kind == agent.EventToolProgress && strings.Contains(ev.Tool.Message, "its calls in flight are at the limit")
+	}), "the waiting call says so")
 }

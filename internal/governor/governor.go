@@ -175,6 +175,13 @@ type Permit struct {
 	own *Permit
 }
 
+// Granted is the permit of a call admitted under key by another
+// process or activity (its Call.ID), for whoever sees the call end to
+// release it: a call one activity admits and another outlives.
+func (g *Governor) Granted(key, id, tenantID string) *Permit {
+	return &Permit{g: g, key: key, id: id, tenantID: tenantID}
+}
+
 // Acquire waits until the call's keys admit it — the tenant's own, then
 // the operator's — and returns its permit; an ungoverned model returns a
 // nil permit at once. It returns an error when ctx ends first (the call
