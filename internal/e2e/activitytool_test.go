@@ -116,6 +116,9 @@ func TestActivityTool(t *testing.T) {
 		require.Equal(t, tc.answer, res.Output)
 		require.Len(t, res.Metadata.ToolCalls, 1)
 		require.Equal(t, tc.status, res.Metadata.ToolCalls[0].Status)
+		if tc.status == agent.ToolOK {
+			(&env{Server: srv, t: t}).replay(run.GetID(), "turn_activity_tool")
+		}
 	}
 	mu.Lock()
 	require.Equal(t, []string{"A17", "B2"}, asked, "the team's worker ran each call once, with the model's arguments")
@@ -302,6 +305,7 @@ rules:
 			if tc.sent == 2 {
 				require.NotEqual(t, keys[tc.order][0], keys[tc.order][1], "the second delivery has a key of its own")
 				require.Contains(t, keys[tc.order][1], ":resend:"+again.ApprovalID)
+				(&env{Server: srv, t: t}).replay(run.GetID(), "turn_activity_tool_resend")
 			}
 		})
 	}
@@ -355,6 +359,7 @@ rules:
 		require.Equal(t, agent.ToolOK, c.Status)
 	}
 	require.EqualValues(t, 1, most.Load(), "one call at a time")
+	(&env{Server: srv, t: t}).replay(run.GetID(), "turn_activity_tool_limited")
 	page, err := turnclient.Events(ctx, srv.Client(), run.GetID(), agent.EventsQuery{})
 	require.NoError(t, err)
 	require.True(t, slices.ContainsFunc(page.Events, func(ev agent.Event) bool {
