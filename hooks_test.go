@@ -3,6 +3,7 @@ package agentflow_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +146,9 @@ func TestHooksAroundTurn(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, page.Events)
 	require.Equal(t, page.Events, s.events[job], "each event of the log, once, in order")
+	// The turn that hands its log to Event hooks (ObserveEvents) replays.
+	testserver.Replay(t, testserver.History(ctx, t, srv.Client(), contract.TurnWorkflowID("demo", job), ""),
+		filepath.Join("workflows", "testdata"), "turn_observe_events")
 
 	kinds := map[string]bool{}
 	for _, text := range s.texts {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,15 +13,12 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/temporal"
-	sdkworker "go.temporal.io/sdk/worker"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
-	"github.com/agentflow/agentflow/workflows"
 )
 
 func TestMain(m *testing.M) { devtest.Main(m) }
@@ -146,17 +142,7 @@ func (e *env) replay(workflowID, name string) {
 // replayEvents is replay for one run's events.
 func (e *env) replayEvents(events []*historypb.HistoryEvent, name string) {
 	e.t.Helper()
-	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
-	require.NoError(e.t, err)
-	// Replay what the file will hold, exactly as workflows' replay test does.
-	var hist historypb.History
-	require.NoError(e.t, protojson.Unmarshal(data, &hist))
-	r := sdkworker.NewWorkflowReplayer()
-	workflows.Register(r)
-	require.NoError(e.t, r.ReplayWorkflowHistoryWithOptions(nil, &hist, testserver.ReplayOptions(hist.GetEvents())))
-	if os.Getenv("AGENTFLOW_RECORD_HISTORIES") == "1" {
-		require.NoError(e.t, os.WriteFile(filepath.Join("..", "..", "workflows", "testdata", name+".json"), data, 0o644))
-	}
+	testserver.Replay(e.t, events, filepath.Join("..", "..", "workflows", "testdata"), name)
 }
 
 func (e *env) resultRows(jobID string) (count int, status string, tokens int, toolCalls []byte) {

@@ -2,13 +2,20 @@ package testserver
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentflow/agentflow/workflows"
 )
 
 // History is the events of one run of a workflow (runID "" for its
@@ -60,5 +67,24 @@ func ReplayOptions(events []*historypb.HistoryEvent) worker.ReplayWorkflowHistor
 	}
 	return worker.ReplayWorkflowHistoryOptions{
 		OriginalExecution: workflow.Execution{ID: started.GetWorkflowId(), RunID: started.GetOriginalExecutionRunId()},
+	}
+}
+
+// Replay checks that the current workflow code replays a run's events as
+// they will be kept in a file, and with AGENTFLOW_RECORD_HISTORIES=1
+// saves them as dir/name.json (dir: the caller's path to
+// workflows/testdata), which the workflows package's replay test reads.
+func Replay(t testing.TB, events []*historypb.HistoryEvent, dir, name string) {
+	t.Helper()
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
+	require.NoError(t, err)
+	// Replay what the file will hold, exactly as workflows' replay test does.
+	var hist historypb.History
+	require.NoError(t, protojson.Unmarshal(data, &hist))
+	r := worker.NewWorkflowReplayer()
+	workflows.Register(r)
+	require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, &hist, ReplayOptions(hist.GetEvents())))
+	if os.Getenv("AGENTFLOW_RECORD_HISTORIES") == "1" {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".json"), data, 0o644))
 	}
 }
