@@ -26,3 +26,6 @@ const AskedHeader = asked.HeaderKey
 // WhoAsked is who asked for the call whose activity runs under ctx; false
 // when it carries no such header, or your client has no AskedPropagator.
 func WhoAsked(ctx context.Context) (Asked, bool) { return asked.Of(ctx) }
+
+// WhoAskedWorkflow is WhoAsked in a workflow tool's child workflow.
+func WhoAskedWorkflow(ctx workflow.Context) (Asked, bool) { return asked.OfWorkflow(ctx) }

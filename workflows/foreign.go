@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -15,37 +16,115 @@ import (
 	"github.com/agentflow/agentflow/internal/contract"
 )
 
-// foreign runs call i on a team's own worker: an activity of the entry's
-// type on its task queue (agent.KindActivity), which that worker, in any
-// SDK, polls. The turn schedules it itself, so the call is an activity of
-// the turn's history like its own (the Web UI shows it, a cancelled turn
-// cancels it), with the entry's timeouts and attempts; what it came to is
-// then stored through ExecuteTool (in.Foreign), whose tool hooks redact
-// and screen it as every tool's result, before the model reads it.
+// foreign runs call i on a team's own worker, which polls the entry's
+// task queue in any SDK: an activity of the entry's type
+// (agent.KindActivity), or a child workflow of it (agent.KindWorkflow),
+// for tools that wait. The turn schedules it itself, so the call is part
+// of the turn's history like its own calls (the Web UI shows it, a
+// cancelled turn cancels it), with the entry's timeouts; what it came to
+// is then stored through ExecuteTool (in.Foreign), whose tool hooks
+// redact and screen it as every tool's result, before the model reads
+// it. A turn continues as new only between steps, so a call, however
+// long it waits, ends in the run that made it.
 func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
-	t, c := r.t, r.calls[i]
 	f, settle := workflow.NewFuture(ctx)
 	r.futures[i] = f
-	// Decoding JSON into structs is deterministic; workflowcheck cannot
-	// tell.
-	cfg, err := agent.ParseActivityTool(spec.Config, toolTimeout(spec, turnTimeout(t.req, t.agent.Limits.WithDefaults())), spec.Delivery == agent.DeliveryIdempotent) //workflowcheck:ignore
+	in := r.in[i]
+	call, err := r.foreignCall(asked.With(r.callCtx, r.askedOf(in)), spec, in)
 	if err != nil {
 		settle.SetError(err)
 		return
 	}
-	actx := workflow.WithActivityOptions(r.callCtx, workflow.ActivityOptions{
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if err := r.admitForeign(ctx, spec, in, call.hold); err != nil {
+			settle.SetError(err) // cancelled while it waited, or the limit could not be read
+			return
+		}
+		var out json.RawMessage
+		err := call.start().Get(ctx, &out)
+		if temporal.IsCanceledError(err) {
+			settle.SetError(err) // cancelled with the turn, as a call in flight is
+			return
+		}
+		in.Foreign = &contract.ForeignOutcome{Output: out}
+		var timedOut *temporal.TimeoutError
+		switch {
+		case errors.As(err, &timedOut):
+			// The call ran out of time (or its worker was lost): the team's
+			// code may have done its work; it is not sent again.
+			in.Foreign.Unknown = fmt.Sprintf("%s ran past %s: it may or may not have taken effect, and it was not sent again",
+				call.target, timeoutWhat(timedOut.TimeoutType()))
+		case err != nil:
+			in.Foreign.Error = contract.ErrorOf(err).Message
+		}
+		var res contract.ExecuteToolResult
+		// The call is made: storing what it came to outlasts a database
+		// outage, as the turn's own steps do.
+		err = dbStep(ctx, contract.ExecuteTool, r.t.deadline, in, &res)
+		settle.Set(res, err)
+	})
+}
+
+// foreignCall is a call on a team's worker, ready to make.
+type foreignCall struct {
+	target string        // what the call runs, for what the model is told
+	hold   time.Duration // how long it may run at most, all attempts
+	start  func() workflow.Future
+}
+
+// foreignCall checks spec's entry and prepares call in on ctx, which
+// carries who asked.
+func (r *toolRound) foreignCall(ctx workflow.Context, spec agent.Tool, in contract.ExecuteToolInput) (foreignCall, error) {
+	t, c := r.t, in.Call
+	timeout := toolTimeout(spec, turnTimeout(t.req, t.agent.Limits.WithDefaults()))
+	summary := contract.OneLine(c.Name+" "+c.Arguments, 120)
+	args := json.RawMessage(c.Arguments)
+	// Decoding JSON into structs is deterministic; workflowcheck cannot
+	// tell.
+	if spec.Kind == agent.KindWorkflow {
+		cfg, err := agent.ParseWorkflowTool(spec.Config, timeout) //workflowcheck:ignore
+		if err != nil {
+			return foreignCall{}, err
+		}
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			// The call's own id: a retried task starts no second child,
+			// and the Web UI finds it under its turn.
+			WorkflowID:               foreignWorkflowID(t.workflowID, in),
+			TaskQueue:                cfg.TaskQueue,
+			WorkflowExecutionTimeout: cfg.ExecutionTimeout,
+			ParentClosePolicy:        parentClose(cfg.ParentClose),
+			StaticSummary:            summary,
+			// A cancelled turn asks the child to cancel and ends without
+			// waiting for it: a workflow that waits for days may take as
+			// long to stop, and what it comes to is its own.
+			WaitForCancellation: false,
+		})
+		return foreignCall{target: cfg.String(), hold: cfg.ExecutionTimeout + time.Minute, start: func() workflow.Future {
+			return workflow.ExecuteChildWorkflow(cctx, cfg.WorkflowType, args)
+		}}, nil
+	}
+	cfg, err := agent.ParseActivityTool(spec.Config, timeout, spec.Delivery == agent.DeliveryIdempotent) //workflowcheck:ignore
+	if err != nil {
+		return foreignCall{}, err
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           cfg.TaskQueue,
 		StartToCloseTimeout: cfg.StartToClose,
 		HeartbeatTimeout:    cfg.Heartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: int32(cfg.MaxAttempts)},
-		Summary:             contract.OneLine(c.Name+" "+c.Arguments, 120),
+		Summary:             summary,
 		// As every tool call: one in flight when the turn ends is waited
 		// for, and its outcome is what happened.
 		WaitForCancellation: true,
 	})
-	// Who asked, for the team's code to scope, key and audit the call by
-	// (internal/asked): names only, never a credential.
-	in := r.in[i]
+	return foreignCall{target: "the last attempt of " + cfg.String(), hold: cfg.StartToClose*time.Duration(cfg.MaxAttempts) + time.Minute,
+		start: func() workflow.Future { return workflow.ExecuteActivity(actx, cfg.ActivityType, args) }}, nil
+}
+
+// askedOf is who asked for call in, for the team's code to scope, key
+// and audit it by (internal/asked): names only, never a credential.
+func (r *toolRound) askedOf(in contract.ExecuteToolInput) asked.Asked {
+	t, c := r.t, in.Call
 	key := fmt.Sprintf("%s:tool:%d:%s", t.req.JobID, in.Seq, c.ID)
 	if in.Resend != nil {
 		// A person approved sending it again after an unknown outcome: a
@@ -58,46 +137,48 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 	if cl := t.req.Caller; cl != nil {
 		who.Caller, who.Issuer, who.Subject = cl.Name, cl.Issuer, cl.Subject
 	}
-	actx = asked.With(actx, who)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		if err := r.admitForeign(ctx, spec, in, cfg); err != nil {
-			settle.SetError(err) // cancelled while it waited, or the limit could not be read
-			return
-		}
-		var out json.RawMessage
-		err := workflow.ExecuteActivity(actx, cfg.ActivityType, json.RawMessage(c.Arguments)).Get(ctx, &out)
-		if temporal.IsCanceledError(err) {
-			settle.SetError(err) // cancelled with the turn, as a call in flight is
-			return
-		}
-		in.Foreign = &contract.ForeignOutcome{Output: out}
-		var timedOut *temporal.TimeoutError
-		switch {
-		case errors.As(err, &timedOut):
-			// The last attempt ran out of time (or its worker was lost):
-			// the team's code may have done its work; it is not sent again.
-			what := "its start-to-close timeout"
-			if timedOut.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
-				what = "its heartbeat timeout (no heartbeat came: its worker may have died)"
-			}
-			in.Foreign.Unknown = fmt.Sprintf("the last attempt of %s ran past %s: it may or may not have taken effect, and it was not sent again", cfg, what)
-		case err != nil:
-			in.Foreign.Error = contract.ErrorOf(err).Message
-		}
-		var res contract.ExecuteToolResult
-		// The call is made: storing what it came to outlasts a database
-		// outage, as the turn's own steps do.
-		err = dbStep(ctx, contract.ExecuteTool, t.deadline, in, &res)
-		settle.Set(res, err)
-	})
+	return who
+}
+
+// foreignWorkflowID is the id of the child workflow of call in of turn
+// turnID: under the turn's, and another for a second delivery.
+func foreignWorkflowID(turnID string, in contract.ExecuteToolInput) string {
+	id := fmt.Sprintf("%s/tool/%d/%s", turnID, in.Seq, in.Call.ID)
+	if in.Resend != nil {
+		id += "/" + in.Resend.ApprovalID
+	}
+	return id
+}
+
+// parentClose is Temporal's parent close policy of a workflow tool's.
+func parentClose(p string) enumspb.ParentClosePolicy {
+	switch p {
+	case agent.ParentCloseTerminate:
+		return enumspb.PARENT_CLOSE_POLICY_TERMINATE
+	case agent.ParentCloseAbandon:
+		return enumspb.PARENT_CLOSE_POLICY_ABANDON
+	}
+	return enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL
+}
+
+// timeoutWhat says which of its timeouts a call ran past.
+func timeoutWhat(tt enumspb.TimeoutType) string {
+	switch tt {
+	case enumspb.TIMEOUT_TYPE_HEARTBEAT:
+		return "its heartbeat timeout (no heartbeat came: its worker may have died)"
+	case enumspb.TIMEOUT_TYPE_START_TO_CLOSE:
+		return "its start-to-close timeout"
+	}
+	return "its " + strings.ToLower(tt.String()) + " timeout"
 }
 
 // admitForeign waits, for a tool entry with a rate limit, until the limit
 // admits call in (AdmitTool): an activity of its own, since the wait may
 // be long and shows as the call's progress, and since the team's worker,
 // not agentflow's, makes the call. The ExecuteTool that stores its
-// outcome releases the admission. A tool without a limit costs nothing.
-func (r *toolRound) admitForeign(ctx workflow.Context, spec agent.Tool, in contract.ExecuteToolInput, cfg agent.ActivityTool) error {
+// outcome releases the admission, or it lapses after hold. A tool without
+// a limit costs nothing.
+func (r *toolRound) admitForeign(ctx workflow.Context, spec agent.Tool, in contract.ExecuteToolInput, hold time.Duration) error {
 	if spec.RateLimit == nil {
 		return nil
 	}
@@ -109,6 +190,5 @@ func (r *toolRound) admitForeign(ctx workflow.Context, spec agent.Tool, in contr
 		Summary:             "rate limit of " + spec.Entry(),
 		WaitForCancellation: true,
 	})
-	hold := cfg.StartToClose*time.Duration(cfg.MaxAttempts) + time.Minute
 	return workflow.ExecuteActivity(actx, contract.AdmitTool, contract.AdmitToolInput{Tool: in, Hold: hold}).Get(ctx, nil)
 }

@@ -95,8 +95,23 @@ func (propagator) InjectFromWorkflow(ctx workflow.Context, w workflow.HeaderWrit
 	return nil
 }
 
-// ExtractToWorkflow reads nothing: a workflow of the team's is not told
-// who asked this way (yet).
-func (propagator) ExtractToWorkflow(ctx workflow.Context, _ workflow.HeaderReader) (workflow.Context, error) {
-	return ctx, nil
+// ExtractToWorkflow tells a workflow tool's child who asked (OfWorkflow);
+// the workflow's own activities and children then carry it on.
+func (propagator) ExtractToWorkflow(ctx workflow.Context, r workflow.HeaderReader) (workflow.Context, error) {
+	p, ok := r.Get(HeaderKey)
+	if !ok {
+		return ctx, nil
+	}
+	var a Asked
+	if err := dc.FromPayload(p, &a); err != nil {
+		return ctx, nil // a header that does not decode says nothing
+	}
+	return With(ctx, a), nil
+}
+
+// OfWorkflow is who asked for the call a workflow tool's child runs
+// under ctx, when its worker has the Propagator.
+func OfWorkflow(ctx workflow.Context) (Asked, bool) {
+	a, ok := ctx.Value(key{}).(Asked)
+	return a, ok
 }

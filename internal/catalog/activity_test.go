@@ -17,7 +17,7 @@ import (
 func TestActivityEntries(t *testing.T) {
 	allow, err := reach.Parse("demo=task_queue:billing+activity:*")
 	require.NoError(t, err)
-	kinds, err := tools.NewRegistry(tools.Deps{}, append(tools.Builtin(), temporaltool.Activity(allow))...)
+	kinds, err := tools.NewRegistry(tools.Deps{}, append(tools.Builtin(), temporaltool.Kinds(allow)...)...)
 	require.NoError(t, err)
 	const head = "tenant: demo\ntools:\n  - name: look\n    kind: calculator\n  - name: refund\n    kind: activity\n"
 	for _, tc := range []struct{ name, entry, err string }{

@@ -74,7 +74,7 @@ func TestPublishedKindConfigs(t *testing.T) {
 	var want []any
 	// The built-in kinds, and the activity kind every worker has (within
 	// its operator's allow list).
-	for _, k := range append(tools.Builtin(), temporaltool.Activity(nil)) {
+	for _, k := range append(tools.Builtin(), temporaltool.Kinds(nil)...) {
 		var config any = map[string]any{"not": map[string]any{}, "description": "this kind takes no config"}
 		if len(k.Config) > 0 {
 			require.NoError(t, json.Unmarshal(k.Config, &config))

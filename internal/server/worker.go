@@ -94,7 +94,7 @@ func (s *Server) newTools(embedder metered.Embedder) error {
 		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
 		OpenAPIMaxSpecBytes: s.cfg.OpenAPIMaxSpecBytes,
 		Memories:            s.knowledge.Memories(embedder, s.memoryModel()),
-	}, append(append(tools.Builtin(), temporaltool.Activity(s.cfg.TemporalAllow)), s.cfg.ToolKinds...)...)
+	}, append(append(tools.Builtin(), temporaltool.Kinds(s.cfg.TemporalAllow)...), s.cfg.ToolKinds...)...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
