@@ -3,6 +3,8 @@ package agentflow
 import (
 	"context"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/asked"
@@ -29,3 +31,9 @@ func WhoAsked(ctx context.Context) (Asked, bool) { return asked.Of(ctx) }
 
 // WhoAskedWorkflow is WhoAsked in a workflow tool's child workflow.
 func WhoAskedWorkflow(ctx workflow.Context) (Asked, bool) { return asked.OfWorkflow(ctx) }
+
+// WhoAskedNexus is WhoAsked in the handler of a nexus tool's operation,
+// from its request's header (nexus.StartOperationOptions.Header): the
+// same JSON under AskedHeader, since Temporal headers do not cross a
+// Nexus endpoint.
+func WhoAskedNexus(h nexus.Header) (Asked, bool) { return asked.OfNexus(h) }

@@ -103,6 +103,22 @@ func (r *toolRound) foreignCall(ctx workflow.Context, spec agent.Tool, in contra
 			return workflow.ExecuteChildWorkflow(cctx, cfg.WorkflowType, args)
 		}}, nil
 	}
+	if spec.Kind == agent.KindNexus {
+		cfg, err := agent.ParseNexusTool(spec.Config, timeout) //workflowcheck:ignore
+		if err != nil {
+			return foreignCall{}, err
+		}
+		opts := workflow.NexusOperationOptions{
+			ScheduleToCloseTimeout: cfg.ScheduleToClose,
+			// A cancelled turn asks the operation to cancel and ends
+			// without waiting, as for a workflow tool's child.
+			CancellationType: workflow.NexusOperationCancellationTypeTryCancel,
+			Summary:          summary,
+		}
+		return foreignCall{target: cfg.String(), hold: cfg.ScheduleToClose + time.Minute, start: func() workflow.Future {
+			return workflow.NewNexusClient(cfg.Endpoint, cfg.Service).ExecuteOperation(ctx, cfg.Operation, args, opts)
+		}}, nil
+	}
 	cfg, err := agent.ParseActivityTool(spec.Config, timeout, spec.Delivery == agent.DeliveryIdempotent) //workflowcheck:ignore
 	if err != nil {
 		return foreignCall{}, err

@@ -45,7 +45,7 @@ const DefaultActivityAttempts = 3
 // ScheduledKind reports whether the turn itself schedules the calls of
 // tools of kind k on a team's worker (the tool runtime never runs them).
 func ScheduledKind(k string) bool {
-	return k == KindActivity || k == KindWorkflow
+	return k == KindActivity || k == KindWorkflow || k == KindNexus
 }
 
 // ParseActivityTool checks an activity entry's config; timeout is the

@@ -13,6 +13,11 @@ package asked
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
+
+	"github.com/nexus-rpc/sdk-go/nexus"
+	"go.temporal.io/sdk/interceptor"
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
@@ -114,4 +119,56 @@ func (propagator) ExtractToWorkflow(ctx workflow.Context, r workflow.HeaderReade
 func OfWorkflow(ctx workflow.Context) (Asked, bool) {
 	a, ok := ctx.Value(key{}).(Asked)
 	return a, ok
+}
+
+// Interceptor is the worker interceptor that tells a Nexus operation who
+// asked: Temporal headers do not cross a Nexus endpoint, so the turn's
+// Nexus calls carry the same JSON as a Nexus header (HeaderKey), read by
+// the handler with OfNexus.
+func Interceptor() interceptor.WorkerInterceptor { return &workerInterceptor{} }
+
+type workerInterceptor struct {
+	interceptor.WorkerInterceptorBase
+}
+
+func (*workerInterceptor) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &inbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
+}
+
+type inbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+}
+
+func (i *inbound) Init(next interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&nexusOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: next}})
+}
+
+type nexusOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+}
+
+func (o *nexusOutbound) ExecuteNexusOperation(ctx workflow.Context, in interceptor.ExecuteNexusOperationInput) workflow.NexusOperationFuture {
+	if a, ok := OfWorkflow(ctx); ok {
+		if b, err := json.Marshal(a); err == nil {
+			h := nexus.Header{}
+			maps.Copy(h, in.NexusHeader)
+			h.Set(HeaderKey, string(b))
+			in.NexusHeader = h
+		}
+	}
+	return o.Next.ExecuteNexusOperation(ctx, in)
+}
+
+// OfNexus is who asked for the Nexus operation whose request carried
+// header h; false when it says nothing.
+func OfNexus(h nexus.Header) (Asked, bool) {
+	v := h.Get(HeaderKey)
+	if v == "" {
+		return Asked{}, false
+	}
+	var a Asked
+	if err := json.Unmarshal([]byte(v), &a); err != nil {
+		return Asked{}, false
+	}
+	return a, true
 }

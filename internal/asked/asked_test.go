@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 )
@@ -47,4 +48,12 @@ func TestHeaderReadBack(t *testing.T) {
 	w := header{}
 	require.NoError(t, Propagator().Inject(context.Background(), w))
 	require.Empty(t, w)
+
+	n, ok := OfNexus(nexus.Header{"agentflow-asked": `{"tenant_id":"acme","key":"j1:tool:2:c1"}`})
+	require.True(t, ok)
+	require.Equal(t, Asked{TenantID: "acme", Key: "j1:tool:2:c1"}, n)
+	for _, h := range []nexus.Header{{}, {"agentflow-asked": "{"}} {
+		_, ok := OfNexus(h)
+		require.False(t, ok)
+	}
 }

@@ -315,6 +315,24 @@ func DynamicConfigYAML() string {
 	return b.String()
 }
 
+// EnsureNamespace registers namespace on the Temporal server at address
+// unless it exists, and returns once every service of the server knows
+// it (a new namespace reaches history and matching at their next cache
+// refresh), or ctx ends: a second namespace, such as Nexus handlers'.
+func EnsureNamespace(ctx context.Context, address, namespace string) error {
+	for {
+		err := serverReady(ctx, address, namespace)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %q: %w", namespace, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // serverReady registers namespace (with agentflow's search attributes) once
 // the frontend answers, and reports ready when the namespace has reached
 // the history and matching services too: the frontend learns of a new

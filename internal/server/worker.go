@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentflow/agentflow/activities"
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/asked"
 	"github.com/agentflow/agentflow/internal/eventlog/pglive"
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/hooks"
@@ -138,7 +139,7 @@ func (s *Server) workerOptions() worker.Options {
 		}),
 		MaxConcurrentActivityTaskPollers: cmp.Or(s.cfg.ActivityPollers, defaultPollers),
 		MaxHeartbeatThrottleInterval:     heartbeatThrottle,
-		Interceptors:                     []interceptor.WorkerInterceptor{&stickyReset{temporal: s.client, logger: s.logger}},
+		Interceptors:                     []interceptor.WorkerInterceptor{&stickyReset{temporal: s.client, logger: s.logger}, asked.Interceptor()},
 		WorkerStopTimeout:                s.stopTimeout(),
 		DeadlockDetectionTimeout:         s.cfg.DeadlockDetectionTimeout,
 		DeploymentOptions:                s.cfg.Deployment.WorkerOptions(),

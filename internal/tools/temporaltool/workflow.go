@@ -51,8 +51,3 @@ func Workflow(allow *reach.Policy) kind.Kind {
 		},
 	}
 }
-
-// Kinds is every kind of this package, within the operator's allow list.
-func Kinds(allow *reach.Policy) []kind.Kind {
-	return []kind.Kind{Activity(allow), Workflow(allow)}
-}
