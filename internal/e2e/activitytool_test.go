@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +21,10 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/reach"
+	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/tools"
+	"github.com/agentflow/agentflow/internal/tools/temporaltool"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
@@ -365,4 +369,58 @@ rules:
 	require.True(t, slices.ContainsFunc(page.Events, func(ev agent.Event) bool {
 		return ev.Kind == agent.EventToolProgress && strings.Contains(ev.Tool.Message, "its calls in flight are at the limit")
 	}), "the waiting call says so")
+}
+
+// TestActivityToolAgentflowWorkerKilled: agentflow's worker is SIGKILLed
+// while a turn waits on the team's activity, which runs on the team's
+// worker untouched; the turn goes on on the worker started in its place
+// and takes the activity's result, which was made once.
+func TestActivityToolAgentflowWorkerKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	queue := "orders-" + testserver.RandomID()
+	p := newProcEnv(ctx, t, activityToolScript)
+	p.environ = append(p.environ, "AGENTFLOW_TEMPORAL_ALLOW=demo=task_queue:"+queue+"+activity:LookupOrder")
+	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:LookupOrder")
+	require.NoError(t, err)
+	st, err := store.Open(ctx, p.dbURL, store.Options{Logger: p.logger})
+	require.NoError(t, err)
+	defer st.Close()
+	kinds, err := tools.NewRegistry(tools.Deps{Logger: p.logger}, append(tools.Builtin(), temporaltool.Kinds(allow)...)...)
+	require.NoError(t, err)
+	catalog := strings.NewReplacer("QUEUE", queue, "    delivery: idempotent\n", "", ", max_attempts: 2", "").Replace(activityToolCatalog)
+	require.NoError(t, testserver.ApplyCatalogs(ctx, st, kinds, catalog))
+
+	started, release := make(chan struct{}, 4), make(chan struct{})
+	var calls atomic.Int32
+	w := worker.New(p.client, queue, worker.Options{})
+	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
+		OrderID string `json:"order_id"`
+	}) (map[string]any, error) {
+		calls.Add(1)
+		started <- struct{}{}
+		<-release
+		return map[string]any{"order_id": in.OrderID, "status": "shipped"}, nil
+	}, activity.RegisterOptions{Name: "LookupOrder"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	first := p.startWorker()
+	run, err := turnclient.Start(ctx, p.client, p.queue, agent.TurnRequest{Version: agent.ProtocolVersion,
+		TenantID: "demo", Prompt: "Where is order A17?", JobID: "order-" + testserver.RandomID()})
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the team's activity never started")
+	}
+	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	_ = first.Wait()
+	p.startWorker()
+	close(release)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Equal(t, "It has shipped.", res.Output)
+	require.EqualValues(t, 1, calls.Load(), "the team's activity ran once")
 }
