@@ -14,6 +14,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/asked"
 	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/toolargs"
 )
 
 // foreign runs call i on a team's own worker, which polls the entry's
@@ -35,7 +36,23 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 		settle.SetError(err)
 		return
 	}
+	// store stores what the call came to through ExecuteTool, whose tool
+	// hooks redact and screen it. The call is made (or refused): storing
+	// it outlasts a database outage, as the turn's own steps do.
+	store := func(ctx workflow.Context, outcome contract.ForeignOutcome) {
+		in.Foreign = &outcome
+		var res contract.ExecuteToolResult
+		err := dbStep(ctx, contract.ExecuteTool, r.t.deadline, in, &res)
+		settle.Set(res, err)
+	}
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		// Arguments that do not fit the tool's schema never reach the
+		// team's code: the model reads why, as the tool's error. The
+		// check reads only its input; workflowcheck cannot tell.
+		if err := toolargs.Check(spec.Parameters, in.Call.Arguments); err != nil { //workflowcheck:ignore
+			store(ctx, contract.ForeignOutcome{Error: contract.ErrorOf(err).Message})
+			return
+		}
 		if err := r.admitForeign(ctx, spec, in, call.hold); err != nil {
 			settle.SetError(err) // cancelled while it waited, or the limit could not be read
 			return
@@ -46,22 +63,18 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 			settle.SetError(err) // cancelled with the turn, as a call in flight is
 			return
 		}
-		in.Foreign = &contract.ForeignOutcome{Output: out}
+		outcome := contract.ForeignOutcome{Output: out}
 		var timedOut *temporal.TimeoutError
 		switch {
 		case errors.As(err, &timedOut):
 			// The call ran out of time (or its worker was lost): the team's
 			// code may have done its work; it is not sent again.
-			in.Foreign.Unknown = fmt.Sprintf("%s ran past %s: it may or may not have taken effect, and it was not sent again",
+			outcome.Unknown = fmt.Sprintf("%s ran past %s: it may or may not have taken effect, and it was not sent again",
 				call.target, timeoutWhat(timedOut.TimeoutType()))
 		case err != nil:
-			in.Foreign.Error = contract.ErrorOf(err).Message
+			outcome.Error = contract.ErrorOf(err).Message
 		}
-		var res contract.ExecuteToolResult
-		// The call is made: storing what it came to outlasts a database
-		// outage, as the turn's own steps do.
-		err = dbStep(ctx, contract.ExecuteTool, r.t.deadline, in, &res)
-		settle.Set(res, err)
+		store(ctx, outcome)
 	})
 }
 

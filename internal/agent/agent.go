@@ -196,7 +196,8 @@ func (t *Thinking) EffortLevel() string {
 // turn's history keeps: its model, fallbacks, limits, and its tools'
 // names, kinds, configurations and limits. The texts and schemas only the
 // model call reads (descriptions, the system prompt, examples, the tools'
-// parameter schemas, the output and input schemas) and the guardrails the
+// parameter schemas but those of tools the turn calls itself on a team's
+// worker, the output and input schemas) and the guardrails the
 // model call applies are left out: activities load the whole version by id
 // and version. A catalog's prompt and tool schemas thus do not grow every
 // turn's history, and stay out of it.
@@ -209,7 +210,12 @@ func (a Agent) ForTurn() Agent {
 	}
 	tools := make([]Tool, len(a.Tools))
 	for i, t := range a.Tools {
-		t.Description, t.Parameters = "", nil
+		t.Description = ""
+		if !ScheduledKind(t.Kind) {
+			// A call the turn makes on a team's worker is checked against
+			// its schema in the turn, before it leaves: that schema stays.
+			t.Parameters = nil
+		}
 		tools[i] = t
 	}
 	if a.Tools != nil {

@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	policy "github.com/agentflow/agentflow/internal/approval"
+	"github.com/agentflow/agentflow/internal/toolargs"
 	"github.com/agentflow/agentflow/internal/tools"
 )
 
@@ -192,7 +190,7 @@ func (l *loader) configSchema(kind tools.Kind, config json.RawMessage) error {
 	}
 	if err := sch.Validate(doc); err != nil {
 		if ve, ok := errors.AsType[*jsonschema.ValidationError](err); ok {
-			return fmt.Errorf("config of kind %s: %s", kind.Name, schemaProblems(ve))
+			return fmt.Errorf("config of kind %s: %s", kind.Name, toolargs.Problems(ve))
 		}
 		return fmt.Errorf("config of kind %s: %w", kind.Name, err)
 	}
@@ -223,27 +221,6 @@ func (l *loader) compiled(kind tools.Kind) (*jsonschema.Schema, error) {
 	l.schemas[kind.Name] = sch
 	return sch, nil
 }
-
-// schemaProblems says in one line what a validation error found, each
-// problem with the path of the value it is about.
-func schemaProblems(ve *jsonschema.ValidationError) string {
-	var out []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			at := "/" + strings.Join(e.InstanceLocation, "/")
-			out = append(out, fmt.Sprintf("%s: %s", at, e.ErrorKind.LocalizedString(printer)))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return strings.Join(out, "; ")
-}
-
-var printer = message.NewPrinter(language.English)
 
 // checkName checks the name of a tool or toolkit of the catalog.
 func checkName(name string) error {

@@ -41,6 +41,12 @@ rules:
   - name: failed
     when: {tool: '(?s)no such order'}
     reply: {text: 'I could not find it.'}
+  - name: misfit
+    when: {tool: '(?s)^error: arguments do not fit'}
+    reply: {text: 'I asked the wrong way.'}
+  - name: lookup-badly
+    when: {user: '(?i)where is my order'}
+    reply: {tool_calls: [{name: lookup_order, arguments: '{"order": 17}'}]}
 `
 
 // activityToolCatalog names the activity on queue QUEUE; the operator
@@ -109,8 +115,13 @@ func TestActivityTool(t *testing.T) {
 	for _, tc := range []struct{ order, answer, status string }{
 		{"A17", "It has shipped.", agent.ToolOK},
 		{"B2", "I could not find it.", agent.ToolError},
+		{"", "I asked the wrong way.", agent.ToolError}, // arguments its schema refuses
 	} {
-		req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", Prompt: "Where is order " + tc.order + "?", JobID: "order-" + testserver.RandomID()}
+		prompt := "Where is order " + tc.order + "?"
+		if tc.order == "" {
+			prompt = "Where is my order?"
+		}
+		req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", Prompt: prompt, JobID: "order-" + testserver.RandomID()}
 		jobs = append(jobs, req.JobID)
 		run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, req)
 		require.NoError(t, err)
@@ -125,7 +136,7 @@ func TestActivityTool(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	require.Equal(t, []string{"A17", "B2"}, asked, "the team's worker ran each call once, with the model's arguments")
+	require.Equal(t, []string{"A17", "B2"}, asked, "the team's worker ran each call once, with the model's arguments, and never one its schema refuses")
 	require.Len(t, who, 2, "each call says who asked")
 	for i, a := range who {
 		require.Equal(t, "demo", a.TenantID)

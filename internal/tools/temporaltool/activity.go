@@ -47,6 +47,9 @@ func Activity(allow *reach.Policy) kind.Kind {
 			if _, err := agent.ParseActivityTool(spec.Config, spec.CallTimeout(0), spec.Delivery == agent.DeliveryIdempotent); err != nil {
 				return nil, err
 			}
+			if err := checkParameters(spec); err != nil {
+				return nil, err
+			}
 			return scheduled{}, nil
 		},
 		Admit: func(tenantID string, spec agent.Tool) error {

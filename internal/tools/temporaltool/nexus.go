@@ -37,6 +37,9 @@ func Nexus(allow *reach.Policy) kind.Kind {
 			if _, err := parse(spec); err != nil {
 				return nil, err
 			}
+			if err := checkParameters(spec); err != nil {
+				return nil, err
+			}
 			return scheduled{}, nil
 		},
 		Admit: func(tenantID string, spec agent.Tool) error {
