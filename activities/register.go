@@ -41,6 +41,7 @@ func (a *Activities) Register(r Registry) {
 	registerNoResult(r, contract.RecordApproval, a.RecordApproval)
 	registerNoResult(r, contract.ObserveEvents, a.ObserveEvents)
 	registerNoResult(r, contract.AdmitTool, a.AdmitTool)
+	registerNoResult(r, contract.WatchForeign, a.WatchForeign)
 	// Classified, not weighed: a recorded prompt, within a turn request's
 	// bounds, and a sweep's counts.
 	registerUnchecked(r, contract.PrepareReplay, a.PrepareReplay)

@@ -58,7 +58,10 @@ func (r *toolRound) foreign(ctx workflow.Context, i int, spec agent.Tool) {
 			return
 		}
 		var out json.RawMessage
+		watching, stopWatching := workflow.WithCancel(r.callCtx)
+		r.watchForeign(watching, in, call)
 		err := call.start().Get(ctx, &out)
+		stopWatching()
 		if temporal.IsCanceledError(err) {
 			settle.SetError(err) // cancelled with the turn, as a call in flight is
 			return
@@ -83,6 +86,9 @@ type foreignCall struct {
 	target string        // what the call runs, for what the model is told
 	hold   time.Duration // how long it may run at most, all attempts
 	start  func() workflow.Future
+	// watch is the activity id whose heartbeats are the call's progress
+	// (an activity tool with heartbeat_sec); "" for none.
+	watch string
 }
 
 // foreignCall checks spec's entry and prepares call in on ctx, which
@@ -136,7 +142,14 @@ func (r *toolRound) foreignCall(ctx workflow.Context, spec agent.Tool, in contra
 	if err != nil {
 		return foreignCall{}, err
 	}
+	// An id of the call's: the Web UI shows it, and WatchForeign finds
+	// the call's heartbeats by it.
+	id := fmt.Sprintf("tool-%d-%s", in.Seq, c.ID)
+	if in.Resend != nil {
+		id += "-" + in.Resend.ApprovalID
+	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		ActivityID:          id,
 		TaskQueue:           cfg.TaskQueue,
 		StartToCloseTimeout: cfg.StartToClose,
 		HeartbeatTimeout:    cfg.Heartbeat,
@@ -146,8 +159,12 @@ func (r *toolRound) foreignCall(ctx workflow.Context, spec agent.Tool, in contra
 		// for, and its outcome is what happened.
 		WaitForCancellation: true,
 	})
-	return foreignCall{target: "the last attempt of " + cfg.String(), hold: cfg.StartToClose*time.Duration(cfg.MaxAttempts) + time.Minute,
-		start: func() workflow.Future { return workflow.ExecuteActivity(actx, cfg.ActivityType, args) }}, nil
+	call := foreignCall{target: "the last attempt of " + cfg.String(), hold: cfg.StartToClose*time.Duration(cfg.MaxAttempts) + time.Minute,
+		start: func() workflow.Future { return workflow.ExecuteActivity(actx, cfg.ActivityType, args) }}
+	if cfg.Heartbeat > 0 {
+		call.watch = id
+	}
+	return call, nil
 }
 
 // askedOf is who asked for call in, for the team's code to scope, key
@@ -220,4 +237,21 @@ func (r *toolRound) admitForeign(ctx workflow.Context, spec agent.Tool, in contr
 		WaitForCancellation: true,
 	})
 	return workflow.ExecuteActivity(actx, contract.AdmitTool, contract.AdmitToolInput{Tool: in, Hold: hold}).Get(ctx, nil)
+}
+
+// watchForeign starts WatchForeign beside an activity tool's call that
+// heartbeats (call.watch): what the team's activity says in its
+// heartbeats becomes the call's progress. It is not waited for: ctx is
+// cancelled once the call ends, and a watcher that fails shows nothing.
+func (r *toolRound) watchForeign(ctx workflow.Context, in contract.ExecuteToolInput, call foreignCall) {
+	if call.watch == "" {
+		return
+	}
+	wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: call.hold,
+		HeartbeatTimeout:    toolHeartbeat,
+		RetryPolicy:         toolRetry(),
+		Summary:             "progress of " + in.Call.Name,
+	})
+	workflow.ExecuteActivity(wctx, contract.WatchForeign, contract.WatchForeignInput{Tool: in, ActivityID: call.watch})
 }

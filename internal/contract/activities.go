@@ -515,6 +515,14 @@ type AdmitToolInput struct {
 	Hold time.Duration    `json:"hold"`
 }
 
+// WatchForeignInput is an activity tool's call in flight on a team's
+// worker, whose heartbeats WatchForeign reports as the call's progress:
+// ActivityID is the id the turn scheduled it under.
+type WatchForeignInput struct {
+	Tool       ExecuteToolInput `json:"tool"`
+	ActivityID string           `json:"activity_id"`
+}
+
 // ForeignOutcome is what a call on a team's own worker came to: the
 // activity's result, as its worker encoded it, or why it failed after
 // its attempts (the message the model reads).

@@ -79,6 +79,7 @@ const (
 	InterruptModel = "InterruptModel" // InterruptModelInput → nothing (local: a steer stops the call in flight)
 	ObserveEvents  = "ObserveEvents"  // ObserveEventsInput → nothing (the worker's Event hooks read the ended turn's log)
 	AdmitTool      = "AdmitTool"      // AdmitToolInput → nothing (a rate-limited call on a team's worker waits for its limit)
+	WatchForeign   = "WatchForeign"   // WatchForeignInput → nothing (a team's activity's heartbeats as its call's progress)
 
 	// An Evaluation's activities.
 	BeginEval       = "BeginEval"       // agent.EvalInput → nothing

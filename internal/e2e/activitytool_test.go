@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -434,4 +435,51 @@ func TestActivityToolAgentflowWorkerKilled(t *testing.T) {
 	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
 	require.Equal(t, "It has shipped.", res.Output)
 	require.EqualValues(t, 1, calls.Load(), "the team's activity ran once")
+}
+
+// TestActivityToolProgress: what the team's activity says in its
+// heartbeats (details) is the call's progress in the turn's events, as a
+// tool of agentflow's own reports it.
+func TestActivityToolProgress(t *testing.T) {
+	queue := "packing-" + testserver.RandomID()
+	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:LookupOrder")
+	require.NoError(t, err)
+	catalog := strings.NewReplacer("QUEUE", queue, "start_to_close_sec: 30, max_attempts: 2", "start_to_close_sec: 30, heartbeat_sec: 2").Replace(activityToolCatalog)
+	srv := testserver.Start(t, testserver.Options{Script: activityToolScript, TemporalAllow: allow, Catalogs: []string{catalog}})
+	w := worker.New(srv.Client(), queue, worker.Options{})
+	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
+		OrderID string `json:"order_id"`
+	}) (map[string]any, error) {
+		// A box every 2 s, heartbeating more often than heartbeat_sec (the
+		// SDK sends the latest details at most every 0.8 × heartbeat_sec).
+		for i := 1; i <= 3; i++ {
+			for range 10 {
+				activity.RecordHeartbeat(ctx, fmt.Sprintf("packed %d of 3 boxes", i))
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		return map[string]any{"order_id": in.OrderID, "status": "shipped"}, nil
+	}, activity.RegisterOptions{Name: "LookupOrder"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, agent.TurnRequest{Version: agent.ProtocolVersion,
+		TenantID: "demo", JobID: "pack-" + testserver.RandomID(), Prompt: "Where is order A17?"})
+	require.NoError(t, err)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, "It has shipped.", res.Output, "%+v", res.Error)
+	page, err := turnclient.Events(ctx, srv.Client(), run.GetID(), agent.EventsQuery{})
+	require.NoError(t, err)
+	var said []string
+	for _, ev := range page.Events {
+		if ev.Kind == agent.EventToolProgress {
+			said = append(said, ev.Tool.Message)
+		}
+	}
+	t.Logf("progress: %q", said)
+	require.Contains(t, said, "packed 2 of 3 boxes", "the activity's heartbeat details, as the call's progress")
+	(&env{Server: srv, t: t}).replay(run.GetID(), "turn_activity_tool_progress")
 }
