@@ -23,13 +23,21 @@ import (
 // CI=true.
 func nodeClient(t *testing.T, name, module string) string {
 	t.Helper()
+	return nodeClientAt(t, filepath.Join("testdata", name), module)
+}
+
+// nodeClientAt is nodeClient for the files of src, a folder of the
+// repository (an example's).
+func nodeClientAt(t *testing.T, src, module string) string {
+	t.Helper()
+	name := filepath.Base(src)
 	if !nodeclient.Installed() {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("node and npm are needed to run %s's own client; install Node.js 18 or later", name)
 		}
 		t.Skipf("node and npm are not installed: %s's own client cannot be run (install Node.js 18 or later to run this test)", name)
 	}
-	dir, err := nodeclient.Install(context.Background(), filepath.Join("testdata", name), "agentflow", module)
+	dir, err := nodeclient.Install(context.Background(), src, "agentflow", module)
 	require.NoError(t, err, "%s's client", name)
 	return dir
 }

@@ -58,8 +58,14 @@ func Install(ctx context.Context, src, cacheDir, module string) (string, error) 
 	if err := copyFiles(src, dir); err != nil {
 		return "", err
 	}
+	// The marker is written once npm ci has succeeded: an install cut
+	// short (a full disk, a killed test) leaves module's files without
+	// it, and is made again.
+	done := filepath.Join(dir, "node_modules", ".agentflow-installed")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", module, "package.json")); err == nil {
-		return dir, nil
+		if _, err := os.Stat(done); err == nil {
+			return dir, nil
+		}
 	}
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -67,6 +73,9 @@ func Install(ctx context.Context, src, cacheDir, module string) (string, error) 
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("npm ci (pinned by %s): %w: %s", filepath.Join(src, "package-lock.json"), err, out)
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		return "", err
 	}
 	return dir, nil
 }

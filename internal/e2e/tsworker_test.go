@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/reach"
+	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/turnclient"
+)
+
+// TestActivityToolTypeScript: the team's worker is written with
+// Temporal's TypeScript SDK (@temporalio/worker, pinned by
+// examples/activitytools/typescript's lockfile): an activity tool's call reaches it on
+// its queue, its activity interceptor reads who asked from the
+// agentflow-asked header, and what it returns is the tool's result.
+func TestActivityToolTypeScript(t *testing.T) {
+	dir := nodeClientAt(t, filepath.Join("..", "..", "examples", "activitytools", "typescript"), "@temporalio/worker")
+	queue := "ts-orders-" + testserver.RandomID()
+	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:LookupOrder")
+	require.NoError(t, err)
+	srv := testserver.Start(t, testserver.Options{Script: activityToolScript, TemporalAllow: allow,
+		Catalogs: []string{strings.ReplaceAll(activityToolCatalog, "QUEUE", queue)}})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "worker.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.Address, "TEMPORAL_NAMESPACE="+srv.Namespace, "ORDERS_TASK_QUEUE="+queue)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM) // the SDK's worker shuts down on it
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "the TypeScript worker: %s", stderr.String())
+	require.Equal(t, "ready", strings.TrimSpace(line))
+
+	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", Prompt: "Where is order A17?", JobID: "ts-" + testserver.RandomID()}
+	run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, req)
+	require.NoError(t, err)
+	res, err := turnclient.Result(ctx, run)
+	require.NoError(t, err)
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Equal(t, "It has shipped.", res.Output)
+	require.Equal(t, agent.ToolOK, res.Metadata.ToolCalls[0].Status)
+	reqs := srv.Model.Requests()
+	last := reqs[len(reqs)-1].Messages
+	tool := last[len(last)-1].Content
+	require.Contains(t, tool, `"served_by":"typescript"`, "the TypeScript worker answered")
+	require.Contains(t, tool, `"tenant":"demo"`, "and read who asked from the header")
+	require.Contains(t, tool, `"key":"`+req.JobID+`:tool:`)
+}
