@@ -55,16 +55,11 @@ func ScheduledKind(k string) bool {
 // decodes and checks.
 func ParseActivityTool(raw json.RawMessage, timeout time.Duration, idempotent bool) (ActivityTool, error) {
 	var c activityToolConfig
-	if raw = bytes.TrimSpace(raw); len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return ActivityTool{}, Errorf(CodeInvalid, "%s config: task_queue and activity_type are required", KindActivity)
+	if err := decodeConfig(KindActivity, raw, &c, "task_queue and activity_type"); err != nil {
+		return ActivityTool{}, err
 	}
-	if err := decodeStrict(raw, &c); err != nil {
-		return ActivityTool{}, Errorf(CodeInvalid, "%s config: %v", KindActivity, err)
-	}
-	for _, f := range []struct{ name, v string }{{"task_queue", c.TaskQueue}, {"activity_type", c.ActivityType}} {
-		if f.v == "" || len(f.v) > 1000 {
-			return ActivityTool{}, Errorf(CodeInvalid, "%s config: %s is required, at most 1000 bytes", KindActivity, f.name)
-		}
+	if err := requireNames(KindActivity, [2]string{"task_queue", c.TaskQueue}, [2]string{"activity_type", c.ActivityType}); err != nil {
+		return ActivityTool{}, err
 	}
 	for _, f := range []struct {
 		name    string
@@ -95,4 +90,27 @@ func ParseActivityTool(raw json.RawMessage, timeout time.Duration, idempotent bo
 // String names the call's target, for summaries and logs.
 func (a ActivityTool) String() string {
 	return fmt.Sprintf("%s on %s", a.ActivityType, a.TaskQueue)
+}
+
+// decodeConfig decodes a scheduled kind's config into v, strictly; an
+// entry with none is told what it needs (required).
+func decodeConfig(kind string, raw json.RawMessage, v any, required string) error {
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return Errorf(CodeInvalid, "%s config: %s are required", kind, required)
+	}
+	if err := decodeStrict(raw, v); err != nil {
+		return Errorf(CodeInvalid, "%s config: %v", kind, err)
+	}
+	return nil
+}
+
+// requireNames checks the names a scheduled kind's config must give
+// (field, value): each set, and at most 1000 bytes.
+func requireNames(kind string, names ...[2]string) error {
+	for _, f := range names {
+		if f[1] == "" || len(f[1]) > 1000 {
+			return Errorf(CodeInvalid, "%s config: %s is required, at most 1000 bytes", kind, f[0])
+		}
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -33,16 +32,11 @@ type nexusToolConfig struct {
 // turn reads it in workflow code: it only decodes and checks.
 func ParseNexusTool(raw json.RawMessage, timeout time.Duration) (NexusTool, error) {
 	var c nexusToolConfig
-	if raw = bytes.TrimSpace(raw); len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return NexusTool{}, Errorf(CodeInvalid, "%s config: endpoint, service and operation are required", KindNexus)
+	if err := decodeConfig(KindNexus, raw, &c, "endpoint, service and operation"); err != nil {
+		return NexusTool{}, err
 	}
-	if err := decodeStrict(raw, &c); err != nil {
-		return NexusTool{}, Errorf(CodeInvalid, "%s config: %v", KindNexus, err)
-	}
-	for _, f := range []struct{ name, v string }{{"endpoint", c.Endpoint}, {"service", c.Service}, {"operation", c.Operation}} {
-		if f.v == "" || len(f.v) > 1000 {
-			return NexusTool{}, Errorf(CodeInvalid, "%s config: %s is required, at most 1000 bytes", KindNexus, f.name)
-		}
+	if err := requireNames(KindNexus, [2]string{"endpoint", c.Endpoint}, [2]string{"service", c.Service}, [2]string{"operation", c.Operation}); err != nil {
+		return NexusTool{}, err
 	}
 	if c.ScheduleToCloseSec < 0 || c.ScheduleToCloseSec > MaxWorkflowToolSec {
 		return NexusTool{}, Errorf(CodeInvalid, "%s config: schedule_to_close_sec is %d, want 1 to %d", KindNexus, c.ScheduleToCloseSec, MaxWorkflowToolSec)

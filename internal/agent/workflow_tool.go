@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -49,16 +48,11 @@ type workflowToolConfig struct {
 // reads it in workflow code: it only decodes and checks.
 func ParseWorkflowTool(raw json.RawMessage, timeout time.Duration) (WorkflowTool, error) {
 	var c workflowToolConfig
-	if raw = bytes.TrimSpace(raw); len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return WorkflowTool{}, Errorf(CodeInvalid, "%s config: task_queue and workflow_type are required", KindWorkflow)
+	if err := decodeConfig(KindWorkflow, raw, &c, "task_queue and workflow_type"); err != nil {
+		return WorkflowTool{}, err
 	}
-	if err := decodeStrict(raw, &c); err != nil {
-		return WorkflowTool{}, Errorf(CodeInvalid, "%s config: %v", KindWorkflow, err)
-	}
-	for _, f := range []struct{ name, v string }{{"task_queue", c.TaskQueue}, {"workflow_type", c.WorkflowType}} {
-		if f.v == "" || len(f.v) > 1000 {
-			return WorkflowTool{}, Errorf(CodeInvalid, "%s config: %s is required, at most 1000 bytes", KindWorkflow, f.name)
-		}
+	if err := requireNames(KindWorkflow, [2]string{"task_queue", c.TaskQueue}, [2]string{"workflow_type", c.WorkflowType}); err != nil {
+		return WorkflowTool{}, err
 	}
 	if c.ExecutionTimeoutSec < 0 || c.ExecutionTimeoutSec > MaxWorkflowToolSec {
 		return WorkflowTool{}, Errorf(CodeInvalid, "%s config: execution_timeout_sec is %d, want 1 to %d", KindWorkflow, c.ExecutionTimeoutSec, MaxWorkflowToolSec)

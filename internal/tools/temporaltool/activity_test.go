@@ -48,12 +48,13 @@ func TestParseActivity(t *testing.T) {
 func TestActivityAdmit(t *testing.T) {
 	p, err := reach.Parse("acme=task_queue:billing+activity:Refund*")
 	require.NoError(t, err)
-	a := agent.ActivityTool{TaskQueue: "billing", ActivityType: "RefundOrder"}
-	require.NoError(t, admit(a, p, "acme"))
-	require.ErrorContains(t, admit(a, p, "globex"), `config.task_queue: task_queue "billing" is not open to tenant "globex"`)
-	a.ActivityType = "DeleteAccount"
-	require.ErrorContains(t, admit(a, p, "acme"), `config.activity_type: activity "DeleteAccount" is not open`)
-	require.Error(t, admit(a, nil, "acme"), "closed by default")
+	entry := func(typ string) agent.Tool {
+		return agent.Tool{Name: "refund", Kind: agent.KindActivity, Config: json.RawMessage(`{"task_queue":"billing","activity_type":"` + typ + `"}`)}
+	}
+	require.NoError(t, Activity(p).Admit("acme", entry("RefundOrder")))
+	require.ErrorContains(t, Activity(p).Admit("globex", entry("RefundOrder")), `config.task_queue: task_queue "billing" is not open to tenant "globex"`)
+	require.ErrorContains(t, Activity(p).Admit("acme", entry("DeleteAccount")), `config.activity_type: activity "DeleteAccount" is not open`)
+	require.Error(t, Activity(nil).Admit("acme", entry("RefundOrder")), "closed by default")
 }
 
 func TestActivityKind(t *testing.T) {

@@ -1,8 +1,6 @@
 package temporaltool
 
 import (
-	"encoding/json"
-
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/reach"
 	"github.com/agentflow/agentflow/internal/tools/kind"
@@ -21,33 +19,13 @@ const nexusSchema = `{
   }
 }`
 
-// Nexus returns the nexus kind, within the operator's allow list (nil:
-// closed, and every entry is refused when a catalog is applied).
+// Nexus returns the nexus kind, within the operator's allow list.
 func Nexus(allow *reach.Policy) kind.Kind {
-	parse := func(spec agent.Tool) (agent.NexusTool, error) {
-		return agent.ParseNexusTool(spec.Config, spec.CallTimeout(0))
-	}
-	return kind.Kind{
-		Name:        agent.KindNexus,
-		Description: "Calls an operation of a Nexus service on an endpoint, in another namespace or team.",
-		Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
-		Config:      json.RawMessage(nexusSchema),
-		Approval:    agent.ApprovalAlways, // as every kind whose calls can change things
-		Build: func(spec agent.Tool, _ kind.Deps) (kind.Tool, error) {
-			if _, err := parse(spec); err != nil {
-				return nil, err
-			}
-			if err := checkParameters(spec); err != nil {
-				return nil, err
-			}
-			return scheduled{}, nil
+	return scheduledKind(agent.KindNexus, "Calls an operation of a Nexus service on an endpoint, in another namespace or team.", nexusSchema, allow,
+		func(spec agent.Tool) (agent.NexusTool, error) {
+			return agent.ParseNexusTool(spec.Config, spec.CallTimeout(0))
 		},
-		Admit: func(tenantID string, spec agent.Tool) error {
-			n, err := parse(spec)
-			if err != nil {
-				return err
-			}
-			return allow.Check(tenantID, "config.endpoint", reach.Target{Kind: reach.NexusEndpoint, Name: n.Endpoint})
-		},
-	}
+		func(n agent.NexusTool) []target {
+			return []target{{"config.endpoint", reach.Target{Kind: reach.NexusEndpoint, Name: n.Endpoint}}}
+		})
 }

@@ -1,8 +1,6 @@
 package temporaltool
 
 import (
-	"encoding/json"
-
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/reach"
 	"github.com/agentflow/agentflow/internal/tools/kind"
@@ -21,36 +19,16 @@ const workflowSchema = `{
   }
 }`
 
-// Workflow returns the workflow kind, within the operator's allow list
-// (nil: closed, and every entry is refused when a catalog is applied).
+// Workflow returns the workflow kind, within the operator's allow list.
 func Workflow(allow *reach.Policy) kind.Kind {
-	parse := func(spec agent.Tool) (agent.WorkflowTool, error) {
-		return agent.ParseWorkflowTool(spec.Config, spec.CallTimeout(0))
-	}
-	return kind.Kind{
-		Name:        agent.KindWorkflow,
-		Description: "Starts a workflow of the team's own worker as a child of the turn, and waits for its result.",
-		Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
-		Config:      json.RawMessage(workflowSchema),
-		Approval:    agent.ApprovalAlways, // as every kind whose calls can change things
-		Build: func(spec agent.Tool, _ kind.Deps) (kind.Tool, error) {
-			if _, err := parse(spec); err != nil {
-				return nil, err
-			}
-			if err := checkParameters(spec); err != nil {
-				return nil, err
-			}
-			return scheduled{}, nil
+	return scheduledKind(agent.KindWorkflow, "Starts a workflow of the team's own worker as a child of the turn, and waits for its result.", workflowSchema, allow,
+		func(spec agent.Tool) (agent.WorkflowTool, error) {
+			return agent.ParseWorkflowTool(spec.Config, spec.CallTimeout(0))
 		},
-		Admit: func(tenantID string, spec agent.Tool) error {
-			w, err := parse(spec)
-			if err != nil {
-				return err
+		func(w agent.WorkflowTool) []target {
+			return []target{
+				{"config.task_queue", reach.Target{Kind: reach.TaskQueue, Name: w.TaskQueue}},
+				{"config.workflow_type", reach.Target{Kind: reach.Workflow, Name: w.WorkflowType}},
 			}
-			if err := allow.Check(tenantID, "config.task_queue", reach.Target{Kind: reach.TaskQueue, Name: w.TaskQueue}); err != nil {
-				return err
-			}
-			return allow.Check(tenantID, "config.workflow_type", reach.Target{Kind: reach.Workflow, Name: w.WorkflowType})
-		},
-	}
+		})
 }
