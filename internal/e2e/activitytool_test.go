@@ -91,8 +91,7 @@ func TestActivityTool(t *testing.T) {
 	var mu sync.Mutex
 	var asked []string
 	var who []agentflow.Asked
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
+	teamWorker(t, c, queue, "LookupOrder", func(ctx context.Context, in struct {
 		OrderID string `json:"order_id"`
 	}) (map[string]any, error) {
 		a, ok := agentflow.WhoAsked(ctx)
@@ -106,9 +105,7 @@ func TestActivityTool(t *testing.T) {
 			return nil, temporal.NewNonRetryableApplicationError("no such order "+in.OrderID, "NotFound", nil)
 		}
 		return map[string]any{"order_id": in.OrderID, "status": "shipped"}, nil
-	}, activity.RegisterOptions{Name: "LookupOrder"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -170,8 +167,7 @@ rules:
 `
 	srv := testserver.Start(t, testserver.Options{Script: script, TemporalAllow: allow, Catalogs: []string{catalog}})
 	started, stopped := make(chan struct{}), make(chan error, 1)
-	w := worker.New(srv.Client(), queue, worker.Options{})
-	w.RegisterActivityWithOptions(func(ctx context.Context, _ struct {
+	teamWorker(t, srv.Client(), queue, "SlowReport", func(ctx context.Context, _ struct {
 		OrderID string `json:"order_id"`
 	}) (string, error) {
 		close(started)
@@ -184,9 +180,7 @@ rules:
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
-	}, activity.RegisterOptions{Name: "SlowReport"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -244,8 +238,7 @@ rules:
 	t.Cleanup(c.Close)
 	var mu sync.Mutex
 	keys := map[string][]string{} // the keys each order was sent with
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
+	teamWorker(t, c, queue, "PlaceOrder", func(ctx context.Context, in struct {
 		OrderID string `json:"order_id"`
 	}) (map[string]any, error) {
 		a, _ := agentflow.WhoAsked(ctx)
@@ -258,9 +251,7 @@ rules:
 			return nil, ctx.Err()
 		}
 		return map[string]any{"placed": true}, nil
-	}, activity.RegisterOptions{Name: "PlaceOrder"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -348,8 +339,7 @@ rules:
 `
 	srv := testserver.Start(t, testserver.Options{Script: script, TemporalAllow: allow, Catalogs: []string{catalog}})
 	var inFlight, most atomic.Int32
-	w := worker.New(srv.Client(), queue, worker.Options{})
-	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
+	teamWorker(t, srv.Client(), queue, "LookupOrder", func(ctx context.Context, in struct {
 		OrderID string `json:"order_id"`
 	}) (string, error) {
 		n := inFlight.Add(1)
@@ -358,9 +348,7 @@ rules:
 		}
 		time.Sleep(700 * time.Millisecond)
 		return in.OrderID + " is in stock", nil
-	}, activity.RegisterOptions{Name: "LookupOrder"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -405,17 +393,14 @@ func TestActivityToolAgentflowWorkerKilled(t *testing.T) {
 
 	started, release := make(chan struct{}, 4), make(chan struct{})
 	var calls atomic.Int32
-	w := worker.New(p.client, queue, worker.Options{})
-	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
+	teamWorker(t, p.client, queue, "LookupOrder", func(ctx context.Context, in struct {
 		OrderID string `json:"order_id"`
 	}) (map[string]any, error) {
 		calls.Add(1)
 		started <- struct{}{}
 		<-release
 		return map[string]any{"order_id": in.OrderID, "status": "shipped"}, nil
-	}, activity.RegisterOptions{Name: "LookupOrder"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	})
 
 	first := p.startWorker()
 	run, err := turnclient.Start(ctx, p.client, p.queue, agent.TurnRequest{Version: agent.ProtocolVersion,
@@ -446,8 +431,7 @@ func TestActivityToolProgress(t *testing.T) {
 	require.NoError(t, err)
 	catalog := strings.NewReplacer("QUEUE", queue, "start_to_close_sec: 30, max_attempts: 2", "start_to_close_sec: 30, heartbeat_sec: 2").Replace(activityToolCatalog)
 	srv := testserver.Start(t, testserver.Options{Script: activityToolScript, TemporalAllow: allow, Catalogs: []string{catalog}})
-	w := worker.New(srv.Client(), queue, worker.Options{})
-	w.RegisterActivityWithOptions(func(ctx context.Context, in struct {
+	teamWorker(t, srv.Client(), queue, "LookupOrder", func(ctx context.Context, in struct {
 		OrderID string `json:"order_id"`
 	}) (map[string]any, error) {
 		// A box every 2 s, heartbeating more often than heartbeat_sec (the
@@ -459,9 +443,7 @@ func TestActivityToolProgress(t *testing.T) {
 			}
 		}
 		return map[string]any{"order_id": in.OrderID, "status": "shipped"}, nil
-	}, activity.RegisterOptions{Name: "LookupOrder"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -482,4 +464,14 @@ func TestActivityToolProgress(t *testing.T) {
 	t.Logf("progress: %q", said)
 	require.Contains(t, said, "packed 2 of 3 boxes", "the activity's heartbeat details, as the call's progress")
 	(&env{Server: srv, t: t}).replay(run.GetID(), "turn_activity_tool_progress")
+}
+
+// teamWorker starts a worker of the team's own on queue, with client c,
+// serving one activity, fn, registered as name; the test's end stops it.
+func teamWorker(t *testing.T, c client.Client, queue, name string, fn any) {
+	t.Helper()
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
 }
