@@ -35,7 +35,8 @@ rules:
 // production topology: agentflow's two workers and gateway as their own
 // processes, configured by the environment (the operator's allow list
 // in AGENTFLOW_TEMPORAL_ALLOW), the orders team's worker as a process of
-// its own on its queue, the catalog applied through the gateway. A turn
+// its own on its queue, the catalog applied through the gateway (one that
+// names a queue the operator did not open is refused). A turn
 // streamed through the gateway calls the team's activity; with one of
 // agentflow's workers killed, the next does too.
 func TestActivityToolInProduction(t *testing.T) {
@@ -80,6 +81,10 @@ func TestActivityToolInProduction(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok")
+	// A queue the operator did not open is refused, naming the field.
+	_, err = pb.NewCatalogServiceClient(conn).UpsertCatalog(ctx, &pb.UpsertCatalogRequest{Files: map[string]string{
+		"acme.yaml": strings.Replace(doc, "task_queue: "+queue+",", "task_queue: payroll,", 1)}})
+	require.ErrorContains(t, err, `config.task_queue: task_queue "payroll" is not open to tenant "acme"`)
 	_, err = pb.NewCatalogServiceClient(conn).UpsertCatalog(ctx, &pb.UpsertCatalogRequest{Files: map[string]string{"acme.yaml": doc}})
 	require.NoError(t, err)
 
