@@ -63,9 +63,10 @@ type target struct {
 }
 
 // scheduled is the runner of a tool the turn schedules itself: the
-// tool runtime never runs its calls, and says so if asked to.
+// tool runtime never runs its calls. Asked to (a code-mode program's
+// call), it says so as the tool's error, which retrying would not mend.
 type scheduled struct{}
 
 func (scheduled) Run(context.Context, kind.Call) (kind.Output, error) {
-	return kind.Output{}, agent.Errorf(agent.CodeInternal, "this tool's calls are made by the turn, not run by the tool runtime")
+	return kind.Output{}, agent.Errorf(agent.CodeInvalid, "this tool runs on the team's own worker and only the turn itself calls it: call it as a tool, not from a program")
 }
