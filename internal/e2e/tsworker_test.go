@@ -39,7 +39,7 @@ func TestActivityToolTypeScript(t *testing.T) {
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.Address, "TEMPORAL_NAMESPACE="+srv.Namespace, "ORDERS_TASK_QUEUE="+queue)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var stderr strings.Builder
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -54,7 +54,7 @@ func TestActivityToolTypeScript(t *testing.T) {
 		}
 	})
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, "the TypeScript worker: %s", stderr.String())
+	require.NoError(t, err, "the TypeScript worker: %s", stderr.Bytes())
 	require.Equal(t, "ready", strings.TrimSpace(line))
 
 	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", Prompt: "Where is order A17?", JobID: "ts-" + testserver.RandomID()}
