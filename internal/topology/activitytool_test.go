@@ -42,18 +42,7 @@ rules:
 func TestActivityToolInProduction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// Not t.TempDir: the postgres user must reach it.
-	dir, err := os.MkdirTemp("", "topology-test-*")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"gateway-1.log", "worker-1.log", "worker-2.log"} {
-				b, _ := os.ReadFile(filepath.Join(dir, name))
-				t.Logf("%s:\n%s", name, b)
-			}
-		}
-		_ = os.RemoveAll(dir)
-	})
+	dir := topologyDir(t)
 	script := filepath.Join(dir, "script.yaml")
 	require.NoError(t, os.WriteFile(script, []byte(ordersScript), 0o644))
 	queue := "orders-production"

@@ -47,17 +47,7 @@ agents:
 func TestTopology(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "topology-test-*")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"gateway-1.log", "worker-1.log", "worker-2.log"} {
-				b, _ := os.ReadFile(filepath.Join(dir, name))
-				t.Logf("%s:\n%s", name, b)
-			}
-		}
-		_ = os.RemoveAll(dir)
-	})
+	dir := topologyDir(t)
 
 	top, err := Start(ctx, Options{
 		Dir: dir, TemporalPort: -1, Logger: zaptest.NewLogger(t),
@@ -124,6 +114,25 @@ func TestTopology(t *testing.T) {
 	log, err := os.ReadFile(top.Workers[0].Log)
 	require.NoError(t, err)
 	require.Contains(t, string(log), "address already in use")
+}
+
+// topologyDir is a topology's directory, removed at the test's end, with
+// the processes' logs printed when the test failed. Not t.TempDir: the
+// postgres user must reach it.
+func topologyDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "topology-test-*")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range []string{"gateway-1.log", "worker-1.log", "worker-2.log"} {
+				b, _ := os.ReadFile(filepath.Join(dir, name))
+				t.Logf("%s:\n%s", name, b)
+			}
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
 }
 
 // TestComposeInStep compares docker-compose.yml with what Start runs: the
