@@ -376,10 +376,10 @@ rules:
 // worker untouched; the turn goes on on the worker started in its place
 // and takes the activity's result, which was made once.
 func TestActivityToolAgentflowWorkerKilled(t *testing.T) {
+	queue := "orders-" + testserver.RandomID()
+	p := newProcEnv(t, activityToolScript)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	queue := "orders-" + testserver.RandomID()
-	p := newProcEnv(ctx, t, activityToolScript)
 	p.environ = append(p.environ, "AGENTFLOW_TEMPORAL_ALLOW=demo=task_queue:"+queue+"+activity:LookupOrder")
 	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:LookupOrder")
 	require.NoError(t, err)

@@ -429,9 +429,9 @@ func TestDelegateCancel(t *testing.T) {
 // same child (its workflow id is the parent's job and call), started once,
 // and its result stored once.
 func TestDelegateSurvivesWorkerKill(t *testing.T) {
+	p := newProcEnv(t, teamScript, teamCatalog)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p := newProcEnv(ctx, t, teamScript, teamCatalog)
 	c := p.client
 
 	first := p.startWorker()

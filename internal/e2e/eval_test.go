@@ -22,9 +22,9 @@ import (
 // scored once, each case's turn ran once, and the run completes with the
 // same totals a quiet run has.
 func TestEvaluationSurvivesWorkerKill(t *testing.T) {
+	p := newProcEnv(t, testScript, testCatalog)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p := newProcEnv(ctx, t, testScript, testCatalog)
 	st, err := store.Open(ctx, p.dbURL, store.Options{Logger: zap.NewNop()})
 	require.NoError(t, err)
 	defer st.Close()

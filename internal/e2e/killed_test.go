@@ -18,9 +18,9 @@ import (
 // TestApprovalSurvivesWorkerKill kills the worker process while a turn
 // waits for approval; after a new worker starts, the approval resumes it.
 func TestApprovalSurvivesWorkerKill(t *testing.T) {
+	p := newProcEnv(t, testScript, careCatalog)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p := newProcEnv(ctx, t, testScript, careCatalog)
 	c, queue := p.client, p.queue
 
 	first := p.startWorker()

@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
@@ -30,16 +32,26 @@ type procEnv struct {
 	logger  *zap.Logger
 }
 
+// buildMu keeps the tests that build the worker from compiling it side
+// by side: the first build fills the cache and the others only link, where
+// five cold builds at once on two cores took minutes.
+var buildMu sync.Mutex
+
 // newProcEnv builds the worker (with the scripted model), applies the catalog documents and connects
-// a client; the workers answer with modelScript.
-func newProcEnv(ctx context.Context, t *testing.T, modelScript string, catalogs ...string) *procEnv {
+// a client; the workers answer with modelScript. The caller's own deadline
+// starts after it: a build does not eat a turn's time.
+func newProcEnv(t *testing.T, modelScript string, catalogs ...string) *procEnv {
 	t.Helper()
 	dir := t.TempDir()
 	p := &procEnv{t: t, bin: filepath.Join(dir, "worker"), dbURL: devtest.Database(t), queue: "agentflow-proc-" + testserver.RandomID(),
 		logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
 	address, namespace := devtest.Temporal(t)
+	buildMu.Lock()
 	out, err := exec.Command("go", "build", "-tags", "scripted", "-o", p.bin, "github.com/agentflow/agentflow/worker").CombinedOutput()
+	buildMu.Unlock()
 	require.NoError(t, err, string(out))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	scriptFile := filepath.Join(dir, "script.yaml")
 	require.NoError(t, os.WriteFile(scriptFile, []byte(modelScript), 0o644))
 	p.environ = append(os.Environ(),

@@ -581,11 +581,11 @@ const afterToolRule = `rules:
 
 func streamWorkerKilled(t *testing.T, catalog, prompt string) {
 	// Two workers start, one is killed: minutes on a loaded machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	// Slow enough to kill the worker in the middle of the reply.
 	script := strings.Replace(strings.Replace(testScript, "delay_ms: 15", "delay_ms: 40", 1), "rules:\n", afterToolRule, 1)
-	p := newProcEnv(ctx, t, script, catalog)
+	p := newProcEnv(t, script, catalog)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	c, queue := p.client, p.queue
 	pool, err := pgxpool.New(ctx, p.dbURL)
 	require.NoError(t, err)
