@@ -45,4 +45,5 @@ func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(Retention, workflow.RegisterOptions{Name: contract.Retention, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(Ingest, workflow.RegisterOptions{Name: contract.Ingest, VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(MemoryExtract, workflow.RegisterOptions{Name: contract.MemoryExtract, VersioningBehavior: workflow.VersioningBehaviorPinned})
+	r.RegisterWorkflowWithOptions(DescribeTools, workflow.RegisterOptions{Name: contract.DescribeTools, VersioningBehavior: workflow.VersioningBehaviorPinned})
 }

@@ -78,13 +78,13 @@ func (l *loader) pinReads(t *tenant) {
 			continue
 		}
 		read := t.tools[slices.IndexFunc(t.tools, func(s agent.Tool) bool { return s.Name == r.tool.s })]
+		if agent.ScheduledKind(read.Kind) {
+			l.addf(r.tool.pos, "tool %q is of kind %s, whose calls the turn schedules: a read must be a tool the runtime runs (an HTTP or MCP tool)", read.Name, read.Kind)
+			continue
+		}
 		if k, ok := l.kinds.Kind(read.Kind); ok && k.Resolve != nil {
 			l.addf(r.tool.pos, "tool %q is of kind %s, whose tools are known only once it is resolved: read with the entry itself (leave tool out) or with a tool of another kind",
 				read.Name, read.Kind)
-			continue
-		}
-		if agent.ScheduledKind(read.Kind) {
-			l.addf(r.tool.pos, "tool %q is of kind %s, whose calls the turn schedules: a read must be a tool the runtime runs (an HTTP or MCP tool)", read.Name, read.Kind)
 			continue
 		}
 		if read.Delivery == agent.DeliveryReconciled {

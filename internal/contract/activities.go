@@ -515,6 +515,11 @@ type AdmitToolInput struct {
 	Hold time.Duration    `json:"hold"`
 }
 
+// DescribeToolsInput is the task queue whose worker DescribeTools asks.
+type DescribeToolsInput struct {
+	TaskQueue string `json:"task_queue"`
+}
+
 // WatchForeignInput is an activity tool's call in flight on a team's
 // worker, whose heartbeats WatchForeign reports as the call's progress:
 // ActivityID is the id the turn scheduled it under.

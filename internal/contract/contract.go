@@ -58,6 +58,11 @@ const (
 	// SaveResult starts it, id DeliveryWorkflowID, so that the turn's
 	// close does not wait for a receiver.
 	Delivery = "Delivery"
+	// DescribeTools asks the team's worker on a task queue how it
+	// describes its activities as tools (agent.PublishedToolsActivity),
+	// when a catalog is applied: input DescribeToolsInput, result
+	// agent.PublishedTools.
+	DescribeTools = "DescribeTools"
 )
 
 // Activity types. AgentTurn runs Route, LoadAgent, SaveResult,

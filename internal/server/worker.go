@@ -95,6 +95,7 @@ func (s *Server) newTools(embedder metered.Embedder) error {
 		JQ:                  jqproc.New(jqproc.Options{Memory: s.cfg.JQMemory, Concurrency: s.cfg.JQPrograms}),
 		OpenAPIMaxSpecBytes: s.cfg.OpenAPIMaxSpecBytes,
 		Memories:            s.knowledge.Memories(embedder, s.memoryModel()),
+		Describe:            s.describeQueue,
 	}, append(append(tools.Builtin(), temporaltool.Kinds(s.cfg.TemporalAllow)...), s.cfg.ToolKinds...)...)
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)

@@ -24,6 +24,11 @@ type Deps struct {
 	Secrets Secrets
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// Describe asks the team's worker on a task queue how it describes
+	// its activities as tools (its agentflow.tools activity), for
+	// activity entries that write no description or parameters of their
+	// own. Default (nil): such entries keep the kind's defaults.
+	Describe func(ctx context.Context, taskQueue string) (agent.PublishedTools, error)
 	// MCPCommands are the commands stdio MCP servers may run on this
 	// worker (AGENTFLOW_MCP_COMMANDS): executable names, looked up in
 	// PATH, or absolute paths. A catalog names one, never chooses it.

@@ -27,7 +27,7 @@ func scheduledKind[T any](name, description, schema string, allow *reach.Policy,
 	return kind.Kind{
 		Name:        name,
 		Description: description,
-		Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
+		Parameters:  json.RawMessage(defaultParameters),
 		Config:      json.RawMessage(schema),
 		Approval:    agent.ApprovalAlways,
 		Build: func(spec agent.Tool, _ kind.Deps) (kind.Tool, error) {
@@ -55,6 +55,10 @@ func scheduledKind[T any](name, description, schema string, allow *reach.Policy,
 		},
 	}
 }
+
+// defaultParameters is the kinds' parameters: an entry writes its own,
+// or an activity entry takes what the worker publishes.
+const defaultParameters = `{"type":"object","properties":{}}`
 
 // target is what an entry reaches, and the config field that names it.
 type target struct {
