@@ -170,6 +170,14 @@ type local struct {
 	closed  bool
 }
 
+// teamsNamespace is the namespace up makes beside agentflow's for other
+// teams' code, and teamEndpoints the Nexus endpoints into it: agents call
+// the warehouse team's Nexus service (examples/nexustools) through
+// "warehouse".
+const teamsNamespace = "teams"
+
+var teamEndpoints = []devstack.NexusEndpoint{{Name: "warehouse", Namespace: teamsNamespace, TaskQueue: "warehouse"}}
+
 // devToken is the gateway's bearer token for tenant demo on a local stack.
 const devToken = "dev-token"
 
@@ -256,6 +264,8 @@ func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB st
 		InMemory:        temporalDB == "memory",
 		// An object store named by AGENTFLOW_S3_* is used instead.
 		SkipObjectStore: l.cfg.ObjectStore.Enabled(),
+		Namespaces:      []string{teamsNamespace},
+		NexusEndpoints:  teamEndpoints,
 		Logger:          l.logger,
 		Progress:        out,
 	})
@@ -314,6 +324,7 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 	l.top, err = topology.Start(ctx, topology.Options{
 		Dir: dir, Env: env, GatewayAddr: gatewayAddr, TemporalPort: port,
 		DatabaseURL: os.Getenv("DATABASE_URL"), Logger: l.logger, Progress: out,
+		Namespaces: []string{teamsNamespace}, NexusEndpoints: teamEndpoints,
 	})
 	if err != nil {
 		return err

@@ -100,6 +100,14 @@ type Options struct {
 	// Namespace is the Temporal namespace, created at start when it is not
 	// "default". Default "default".
 	Namespace string
+	// Namespaces are created at start beside Namespace, on a server
+	// started here: other teams' namespaces, such as the one whose Nexus
+	// services agents call. Default: none.
+	Namespaces []string
+	// NexusEndpoints are created once a server started here is up (an
+	// endpoint of that name routed elsewhere is pointed at this target).
+	// Default: none.
+	NexusEndpoints []NexusEndpoint
 	// InMemory keeps the dev server's state only while it runs: faster,
 	// and gone when it stops. The state is a scratch SQLite file in memory
 	// (/dev/shm) rather than SQLite's own in-memory database, which is
@@ -225,11 +233,13 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		if err := s.startWithServer(ctx, root, needPostgres, opts); err != nil {
 			return nil, errors.Join(err, s.Stop())
 		}
-		return s, nil
-	}
-
-	if err := s.startSideBySide(ctx, root, needPostgres, needTemporal, opts); err != nil {
+	} else if err := s.startSideBySide(ctx, root, needPostgres, needTemporal, opts); err != nil {
 		return nil, errors.Join(err, s.Stop())
+	}
+	if needTemporal {
+		if err := s.ensureNexus(ctx, opts); err != nil {
+			return nil, errors.Join(err, s.Stop())
+		}
 	}
 	return s, nil
 }

@@ -273,7 +273,7 @@ func writeServerConfig(root string, frontend int, db *pgconn.Config) ([]serverSe
 		return nil, err
 	}
 	dynamic := filepath.Join(dir, "dynamicconfig.yaml")
-	if err := os.WriteFile(dynamic, []byte(DynamicConfigYAML()), 0o644); err != nil {
+	if err := os.WriteFile(dynamic, []byte(DynamicConfigYAML()+nexusCallbackYAML(ports[1])), 0o644); err != nil {
 		return nil, fmt.Errorf("temporal server dynamic config: %w", err)
 	}
 	services := []serverService{
@@ -313,6 +313,20 @@ func DynamicConfigYAML() string {
 		fmt.Fprintf(&b, "%s:\n  - value: %s\n", key, value)
 	}
 	return b.String()
+}
+
+// nexusCallbackYAML is the dynamic config a real server needs for async
+// Nexus operations (the dev server sets its own): where a handler's
+// namespace sends an operation's completion, the frontend's HTTP API at
+// httpPort, and that address allowed as a callback's.
+func nexusCallbackYAML(httpPort int) string {
+	return fmt.Sprintf(`component.nexusoperations.callback.endpoint.template:
+  - value: "http://127.0.0.1:%d/namespaces/{{.NamespaceName}}/nexus/callback"
+component.callbacks.allowedAddresses:
+  - value:
+      - Pattern: "127.0.0.1:%d"
+        AllowInsecure: true
+`, httpPort, httpPort)
 }
 
 // EnsureNamespace registers namespace on the Temporal server at address

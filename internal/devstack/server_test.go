@@ -23,7 +23,7 @@ func TestTemporalServer(t *testing.T) {
 	defer cancel()
 	dir := stateDir(t)
 	opts := Options{Dir: dir, TemporalPort: -1, Namespace: "agentflow-server", TemporalServer: true,
-		Logger: zaptest.NewLogger(t)}
+		Logger: zaptest.NewLogger(t), Namespaces: nexusOptions.namespaces, NexusEndpoints: nexusOptions.endpoints}
 
 	echo := func(ctx workflow.Context, s string) (string, error) { return "echo " + s, nil }
 	for run := range 2 {
@@ -42,6 +42,7 @@ func TestTemporalServer(t *testing.T) {
 		}
 
 		if run == 0 {
+			requireAsyncNexus(ctx, t, s)
 			w := worker.New(c, "devstack-server-test", worker.Options{})
 			w.RegisterWorkflowWithOptions(echo, workflow.RegisterOptions{Name: "Echo"})
 			require.NoError(t, w.Start())

@@ -237,6 +237,9 @@ func (s *Stack) runDevServer(ctx context.Context, sv *service, bin string, opts 
 	if s.Namespace != DefaultNamespace { // "default" always exists
 		argv = append(argv, "--namespace", s.Namespace)
 	}
+	for _, ns := range opts.Namespaces {
+		argv = append(argv, "--namespace", ns)
+	}
 	for _, name := range searchAttributes() {
 		argv = append(argv, "--search-attribute", name+"=Keyword")
 	}

@@ -75,6 +75,11 @@ type Options struct {
 	// Binary is the agentflow worker program. Default: built from ./worker
 	// of the repository into Dir/bin.
 	Binary string
+	// Namespaces and NexusEndpoints are other teams' namespaces and the
+	// endpoints into them, made once the server is up (as
+	// devstack.Options). Default: none.
+	Namespaces     []string
+	NexusEndpoints []devstack.NexusEndpoint
 	// Logger receives lifecycle messages. Default: none.
 	Logger *zap.Logger
 	// Progress receives a line before each Temporal binary is built, as
@@ -125,6 +130,7 @@ func Start(ctx context.Context, opts Options) (*Topology, error) {
 		// Durable: a crashed Postgres must not take back acknowledged writes.
 		Dir: opts.Dir, TemporalServer: !opts.DevServer, Durable: true, TemporalPort: opts.TemporalPort,
 		DatabaseURL: opts.DatabaseURL, Logger: log, Progress: opts.Progress,
+		Namespaces: opts.Namespaces, NexusEndpoints: opts.NexusEndpoints,
 	})
 	if err != nil {
 		return nil, err
