@@ -22,10 +22,7 @@ import (
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/reach"
-	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/testserver"
-	"github.com/agentflow/agentflow/internal/tools"
-	"github.com/agentflow/agentflow/internal/tools/temporaltool"
 	"github.com/agentflow/agentflow/internal/turnclient"
 )
 
@@ -378,18 +375,10 @@ rules:
 func TestActivityToolAgentflowWorkerKilled(t *testing.T) {
 	queue := "orders-" + testserver.RandomID()
 	p := newProcEnv(t, activityToolScript)
+	p.applyTemporalCatalog(t, "demo=task_queue:"+queue+"+activity:LookupOrder",
+		strings.NewReplacer("QUEUE", queue, "    delivery: idempotent\n", "", ", max_attempts: 2", "").Replace(activityToolCatalog))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p.environ = append(p.environ, "AGENTFLOW_TEMPORAL_ALLOW=demo=task_queue:"+queue+"+activity:LookupOrder")
-	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:LookupOrder")
-	require.NoError(t, err)
-	st, err := store.Open(ctx, p.dbURL, store.Options{Logger: p.logger})
-	require.NoError(t, err)
-	defer st.Close()
-	kinds, err := tools.NewRegistry(tools.Deps{Logger: p.logger}, append(tools.Builtin(), temporaltool.Kinds(allow)...)...)
-	require.NoError(t, err)
-	catalog := strings.NewReplacer("QUEUE", queue, "    delivery: idempotent\n", "", ", max_attempts: 2", "").Replace(activityToolCatalog)
-	require.NoError(t, testserver.ApplyCatalogs(ctx, st, kinds, catalog))
 
 	started, release := make(chan struct{}, 4), make(chan struct{})
 	var calls atomic.Int32

@@ -28,8 +28,10 @@ type procEnv struct {
 	environ []string
 	dbURL   string
 	queue   string
-	client  client.Client
-	logger  *zap.Logger
+	// address and namespace are the Temporal server's and agentflow's.
+	address, namespace string
+	client             client.Client
+	logger             *zap.Logger
 }
 
 // buildMu keeps the tests that build the worker from compiling it side
@@ -46,6 +48,7 @@ func newProcEnv(t *testing.T, modelScript string, catalogs ...string) *procEnv {
 	p := &procEnv{t: t, bin: filepath.Join(dir, "worker"), dbURL: devtest.Database(t), queue: "agentflow-proc-" + testserver.RandomID(),
 		logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
 	address, namespace := devtest.Temporal(t)
+	p.address, p.namespace = address, namespace
 	buildMu.Lock()
 	out, err := exec.Command("go", "build", "-tags", "scripted", "-o", p.bin, "github.com/agentflow/agentflow/worker").CombinedOutput()
 	buildMu.Unlock()
