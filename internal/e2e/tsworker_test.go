@@ -23,14 +23,15 @@ import (
 // Temporal's TypeScript SDK (@temporalio/worker, pinned by
 // examples/activitytools/typescript's lockfile): an activity tool's call reaches it on
 // its queue, its activity interceptor reads who asked from the
-// agentflow-asked header, and what it returns is the tool's result.
+// agentflow-asked header, and what it returns is the tool's result. The
+// catalog entry takes its description and parameters from what the
+// worker publishes (the agentflow.tools activity, in JavaScript).
 func TestActivityToolTypeScript(t *testing.T) {
 	dir := nodeClientAt(t, filepath.Join("..", "..", "examples", "activitytools", "typescript"), "@temporalio/worker")
 	queue := "ts-orders-" + testserver.RandomID()
 	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:LookupOrder")
 	require.NoError(t, err)
-	srv := testserver.Start(t, testserver.Options{Script: activityToolScript, TemporalAllow: allow,
-		Catalogs: []string{strings.ReplaceAll(activityToolCatalog, "QUEUE", queue)}})
+	srv := testserver.Start(t, testserver.Options{Script: activityToolScript, TemporalAllow: allow})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -56,6 +57,9 @@ func TestActivityToolTypeScript(t *testing.T) {
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err, "the TypeScript worker: %s", stderr.Bytes())
 	require.Equal(t, "ready", strings.TrimSpace(line))
+	// The entry names the queue and the type only: the description and
+	// parameters are what the TypeScript worker publishes.
+	srv.ApplyCatalog(t, strings.ReplaceAll(publishedCatalog, "QUEUE", queue))
 
 	req := agent.TurnRequest{Version: agent.ProtocolVersion, TenantID: "demo", Prompt: "Where is order A17?", JobID: "ts-" + testserver.RandomID()}
 	run, err := turnclient.Start(ctx, srv.Client(), srv.TaskQueue, req)
@@ -71,4 +75,7 @@ func TestActivityToolTypeScript(t *testing.T) {
 	require.Contains(t, tool, `"served_by":"typescript"`, "the TypeScript worker answered")
 	require.Contains(t, tool, `"tenant":"demo"`, "and read who asked from the header")
 	require.Contains(t, tool, `"key":"`+req.JobID+`:tool:`)
+	shown := reqs[0].ToolsJSON
+	require.Contains(t, shown, "from the TypeScript worker", "the model is shown the description the worker published")
+	require.Contains(t, shown, "as on the receipt")
 }

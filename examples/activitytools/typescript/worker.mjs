@@ -26,7 +26,28 @@ class AskedInbound {
   }
 }
 
+// published describes the worker's activities as tools, in the shape
+// agentflow reads from the agentflow.tools activity (agentflow.tools/v1):
+// a catalog entry that names the queue and LookupOrder, and writes no
+// description or parameters, takes them from here when applied.
+const published = {
+  version: 'agentflow.tools/v1',
+  tools: [
+    {
+      activity_type: 'LookupOrder',
+      description: 'Looks an order up by its id: its status, from the TypeScript worker.',
+      parameters: {
+        type: 'object',
+        properties: { order_id: { type: 'string', description: "the order's id, as on the receipt" } },
+        required: ['order_id'],
+        additionalProperties: false,
+      },
+    },
+  ],
+};
+
 const activities = {
+  'agentflow.tools': async () => published,
   async LookupOrder({ order_id }) {
     const who = whoAsked();
     if (!who) throw new Error('no one asked');
