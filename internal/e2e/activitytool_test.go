@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -128,6 +129,8 @@ func TestActivityTool(t *testing.T) {
 		require.Equal(t, tc.status, res.Metadata.ToolCalls[0].Status)
 		if tc.status == agent.ToolOK {
 			(&env{Server: srv, t: t}).replay(run.GetID(), "turn_activity_tool")
+			require.True(t, scheduledOn(ctx, srv.Client(), run.GetID(), "LookupOrder", queue),
+				"the Web UI shows the call as the turn's activity on the team's queue")
 		}
 	}
 	mu.Lock()
@@ -463,4 +466,21 @@ func teamWorker(t *testing.T, c client.Client, queue, name string, fn any) {
 	w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
+}
+
+// scheduledOn reports whether turn id scheduled an activity of type
+// activityType on queue, under the call's activity id.
+func scheduledOn(ctx context.Context, c client.Client, id, activityType, queue string) bool {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return false
+		}
+		a := ev.GetActivityTaskScheduledEventAttributes()
+		if a.GetActivityType().GetName() == activityType && a.GetTaskQueue().GetName() == queue && strings.HasPrefix(a.GetActivityId(), "tool-") {
+			return true
+		}
+	}
+	return false
 }

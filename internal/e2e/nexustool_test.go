@@ -148,6 +148,13 @@ func TestNexusTool(t *testing.T) {
 		}
 		return err == nil && held != ""
 	}, time.Minute, 200*time.Millisecond, "the operation's workflow starts in the handlers' namespace")
+	// The hop is linked both ways, as the Web UI shows it: the turn's
+	// operation to the handler's workflow, and that workflow to the turn.
+	require.Eventually(t, func() bool {
+		return linked(ctx, srv.Client(), run.GetID(), enumspb.EVENT_TYPE_NEXUS_OPERATION_STARTED, nexusHandlers, held)
+	}, time.Minute, 200*time.Millisecond, "the turn's operation links to the handler's workflow")
+	require.True(t, linked(ctx, hc, held, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, srv.Namespace, run.GetID()),
+		"the handler's workflow links back to the turn")
 	require.NoError(t, srv.Client().SignalWorkflow(ctx, run.GetID(), "", contract.SignalCancelTurn, agent.CancelRequest{Reason: "enough", RequestedBy: "test"}))
 	res, err = turnclient.Result(ctx, run)
 	require.NoError(t, err)
@@ -156,4 +163,32 @@ func TestNexusTool(t *testing.T) {
 		d, err := hc.DescribeWorkflowExecution(ctx, held, "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
 	}, time.Minute, 200*time.Millisecond, "the operation is cancelled with its turn")
+}
+
+// linked reports whether workflow id's first event of type kind links to
+// a workflow of namespace, linkedID: what the Web UI draws as the hop.
+func linked(ctx context.Context, c client.Client, id string, kind enumspb.EventType, namespace, linkedID string) bool {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return false
+		}
+		if ev.GetEventType() != kind {
+			continue
+		}
+		links := ev.GetLinks()
+		// A workflow started by an operation links back through the
+		// completion callback it was started with.
+		for _, cb := range ev.GetWorkflowExecutionStartedEventAttributes().GetCompletionCallbacks() {
+			links = append(links, cb.GetLinks()...)
+		}
+		for _, l := range links {
+			if we := l.GetWorkflowEvent(); we.GetNamespace() == namespace && we.GetWorkflowId() == linkedID {
+				return true
+			}
+		}
+		return false
+	}
+	return false
 }
