@@ -12,7 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/agentflow/agentflow/examples/activitytools"
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/reach"
@@ -32,9 +34,15 @@ rules:
   - name: refund
     when: {user: '(?i)refund order (\w+)'}
     reply: {tool_calls: [{name: refund_order, arguments: '{"order_id": "$1", "reason": "it arrived broken"}'}]}
+  - name: return
+    when: {user: '(?i)return order (\w+)'}
+    reply: {tool_calls: [{name: return_order, arguments: '{"order_id": "$1"}'}]}
   - name: refunded
     when: {tool: '"refunded":true'}
     reply: {text: 'Refunded.'}
+  - name: received
+    when: {tool: '"received":true,"note":"([^"]+)"'}
+    reply: {text: 'It is back: $1'}
   - name: status
     when: {tool: '"status":"(\w+)"'}
     reply: {text: 'It is $1.'}
@@ -45,12 +53,15 @@ rules:
 // lookup is answered; a refund waits for a person, and the team's
 // worker is SIGKILLed while it makes the refund: Temporal retries it on
 // the worker started in its place (the entry's heartbeat timeout tells
-// it), and the refund, keyed by the call, is made once.
+// it), and the refund, keyed by the call, is made once. A return, the
+// team's workflow started as the turn's child, waits for the warehouse
+// while the team's worker is SIGKILLed again; it is one return, and its
+// answer reaches the turn.
 func TestActivityTools(t *testing.T) {
 	catalog, err := os.ReadFile("catalog.yaml")
 	require.NoError(t, err)
 	queue := "orders-" + testserver.RandomID()
-	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:LookupOrder+activity:RefundOrder")
+	allow, err := reach.Parse("demo=task_queue:" + queue + "+activity:LookupOrder+activity:RefundOrder+workflow:AwaitReturn")
 	require.NoError(t, err)
 	srv := testserver.Start(t, testserver.Options{Script: script, TemporalAllow: allow,
 		Catalogs: []string{strings.ReplaceAll(string(catalog), "task_queue: orders,", "task_queue: "+queue+",")}})
@@ -87,14 +98,17 @@ func TestActivityTools(t *testing.T) {
 
 	require.Equal(t, "It is delivered.", result(ask("Where is order A17?")).Output)
 
+	approve := func(id string) {
+		var pending []agent.PendingApproval
+		require.Eventually(t, func() bool {
+			pending, err = turnclient.PendingApprovals(ctx, srv.Client(), id)
+			return err == nil && len(pending) == 1
+		}, time.Minute, 100*time.Millisecond, "the call waits for a person")
+		_, err = turnclient.Approve(ctx, srv.Client(), id, agent.ApprovalDecision{CallID: pending[0].CallID, ApprovalID: pending[0].ApprovalID, Approved: true, Approver: "ana"})
+		require.NoError(t, err)
+	}
 	id := ask("Please refund order A17.")
-	var pending []agent.PendingApproval
-	require.Eventually(t, func() bool {
-		pending, err = turnclient.PendingApprovals(ctx, srv.Client(), id)
-		return err == nil && len(pending) == 1
-	}, time.Minute, 100*time.Millisecond, "a refund waits for a person")
-	_, err = turnclient.Approve(ctx, srv.Client(), id, agent.ApprovalDecision{CallID: pending[0].CallID, ApprovalID: pending[0].ApprovalID, Approved: true, Approver: "ana"})
-	require.NoError(t, err)
+	approve(id)
 	require.Eventually(t, func() bool {
 		d, err := srv.Client().DescribeWorkflowExecution(ctx, id, "")
 		if err != nil {
@@ -112,7 +126,7 @@ func TestActivityTools(t *testing.T) {
 	made, err := filepath.Glob(filepath.Join(ledger, "*.json"))
 	require.NoError(t, err)
 	require.Empty(t, made, "the worker died before the refund was recorded")
-	start()
+	second := start()
 
 	res := result(id)
 	require.Equal(t, "Refunded.", res.Output)
@@ -120,4 +134,29 @@ func TestActivityTools(t *testing.T) {
 	made, err = filepath.Glob(filepath.Join(ledger, "*.json"))
 	require.NoError(t, err)
 	require.Len(t, made, 1, "one refund, made by the retry on the new worker")
+
+	// A return waits for the warehouse as the turn's child, on the team's
+	// queue; the team's worker is SIGKILLed while it waits, and the
+	// return goes on on the worker started in its place.
+	id = ask("Please return order A17.")
+	approve(id)
+	returns := func() []string {
+		list, err := srv.Client().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: srv.Namespace, Query: "WorkflowType = 'AwaitReturn' AND TaskQueue = '" + queue + "'"})
+		require.NoError(t, err)
+		var ids []string
+		for _, e := range list.GetExecutions() {
+			ids = append(ids, e.GetExecution().GetWorkflowId())
+		}
+		return ids
+	}
+	require.Eventually(t, func() bool { return len(returns()) == 1 }, time.Minute, 100*time.Millisecond, "the return waits")
+	require.NoError(t, second.Process.Signal(syscall.SIGKILL))
+	_ = second.Wait()
+	start()
+	back := returns()
+	require.True(t, strings.HasPrefix(back[0], id+"/tool/"), "the turn's child, under an id of the call's: %s", back[0])
+	require.NoError(t, srv.Client().SignalWorkflow(ctx, back[0], "", activitytools.ReceivedSignal, "unopened"))
+	require.Equal(t, "It is back: unopened", result(id).Output)
+	require.Equal(t, back, returns(), "one return for the call")
 }

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow"
 )
@@ -119,8 +120,36 @@ func readRefund(path string) (Refund, error) {
 	return r, json.Unmarshal(b, &r)
 }
 
-// Register registers the team's activities under the names the catalog
-// gives them (LookupOrder, RefundOrder).
+// ReceivedSignal is the signal the warehouse sends a return's workflow,
+// with a note, once the parcel is back.
+const ReceivedSignal = "received"
+
+// Return is what AwaitReturn answers once the parcel is back.
+type Return struct {
+	OrderID  string `json:"order_id"`
+	Received bool   `json:"received"`
+	Note     string `json:"note"`
+}
+
+// AwaitReturn is a return in progress, a tool that waits (catalog kind
+// workflow): the agent's turn starts it as its child, under an id of the
+// call's (so a call is one return however often it is sent), and waits,
+// durably, until the warehouse signals that the parcel is back, up to
+// 30 days; cancelling the turn cancels the return.
+func AwaitReturn(ctx workflow.Context, in struct {
+	OrderID string `json:"order_id"`
+}) (Return, error) {
+	var note string
+	workflow.GetSignalChannel(ctx, ReceivedSignal).ReceiveWithTimeout(ctx, 30*24*time.Hour, &note)
+	if err := ctx.Err(); err != nil {
+		return Return{}, err
+	}
+	return Return{OrderID: in.OrderID, Received: note != "", Note: note}, nil
+}
+
+// Register registers the team's activities and workflow under the names
+// the catalog gives them (LookupOrder, RefundOrder, AwaitReturn).
 func Register(w worker.Registry, o *Orders) {
 	w.RegisterActivity(o)
+	w.RegisterWorkflow(AwaitReturn)
 }
