@@ -9,8 +9,6 @@ import (
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	"github.com/stretchr/testify/require"
-	nexuspb "go.temporal.io/api/nexus/v1"
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporalnexus"
@@ -66,11 +64,7 @@ func TestWaitingToolsAgentflowWorkerKilled(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			require.NoError(t, devstack.EnsureNamespace(ctx, p.address, nexusHandlers))
-			_, err := p.client.OperatorService().CreateNexusEndpoint(ctx, &operatorservice.CreateNexusEndpointRequest{Spec: &nexuspb.EndpointSpec{
-				Name: queue, Target: &nexuspb.EndpointTarget{Variant: &nexuspb.EndpointTarget_Worker_{Worker: &nexuspb.EndpointTarget_Worker{
-					Namespace: nexusHandlers, TaskQueue: queue}}},
-			}})
-			require.NoError(t, err)
+			require.NoError(t, devstack.EnsureNexusEndpoint(ctx, p.client, devstack.NexusEndpoint{Name: queue, Namespace: nexusHandlers, TaskQueue: queue}))
 			hc, err := client.Dial(client.Options{HostPort: p.address, Namespace: nexusHandlers})
 			require.NoError(t, err)
 			t.Cleanup(hc.Close)

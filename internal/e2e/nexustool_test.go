@@ -10,8 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	filterpb "go.temporal.io/api/filter/v1"
-	nexuspb "go.temporal.io/api/nexus/v1"
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporalnexus"
@@ -83,12 +81,7 @@ func TestNexusTool(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{Script: nexusToolScript, TemporalAllow: allow,
 		Catalogs: []string{strings.ReplaceAll(nexusToolCatalog, "ENDPOINT", endpoint)}})
 	require.NoError(t, devstack.EnsureNamespace(ctx, srv.Address, nexusHandlers))
-	_, err = srv.Client().OperatorService().CreateNexusEndpoint(ctx, &operatorservice.CreateNexusEndpointRequest{Spec: &nexuspb.EndpointSpec{
-		Name: endpoint,
-		Target: &nexuspb.EndpointTarget{Variant: &nexuspb.EndpointTarget_Worker_{Worker: &nexuspb.EndpointTarget_Worker{
-			Namespace: nexusHandlers, TaskQueue: queue}}},
-	}})
-	require.NoError(t, err)
+	require.NoError(t, devstack.EnsureNexusEndpoint(ctx, srv.Client(), devstack.NexusEndpoint{Name: endpoint, Namespace: nexusHandlers, TaskQueue: queue}))
 
 	// The orders team's handler, in its own namespace.
 	hc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: nexusHandlers})

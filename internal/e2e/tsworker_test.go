@@ -7,13 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/nodeclient"
 	"github.com/agentflow/agentflow/internal/reach"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -43,17 +43,7 @@ func TestActivityToolTypeScript(t *testing.T) {
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM) // the SDK's worker shuts down on it
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
+	t.Cleanup(func() { nodeclient.Stop(cmd, 30*time.Second) })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err, "the TypeScript worker: %s", stderr.Bytes())
 	require.Equal(t, "ready", strings.TrimSpace(line))

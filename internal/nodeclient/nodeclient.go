@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/agentflow/agentflow/internal/devstack"
@@ -118,4 +119,19 @@ func lockDir(ctx context.Context, path string) (func(), error) {
 		return nil, err
 	}
 	return func() { f.Close() }, nil
+}
+
+// Stop stops a long-running Node.js process the way its SDK expects, so
+// it leaves nothing behind: SIGTERM (a Temporal worker shuts down on it),
+// then SIGKILL once grace has passed.
+func Stop(cmd *exec.Cmd, grace time.Duration) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-done
+	}
 }

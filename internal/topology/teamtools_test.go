@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -216,17 +215,7 @@ func typeScriptWorker(t *testing.T, env ...string) {
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
+	t.Cleanup(func() { nodeclient.Stop(cmd, 30*time.Second) })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err, "the TypeScript worker")
 	require.Equal(t, "ready", strings.TrimSpace(line))
