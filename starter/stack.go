@@ -485,6 +485,7 @@ agentflow is running.
   gRPC API:  %s (%s)
   Chat page: %s
   Flights:   %s (the sample API of the data agent)
+  Teams:     %s
 
 Try:
   export TEMPORAL_ADDRESS=%s AGENTFLOW_GRPC_ADDR=%s
@@ -496,8 +497,17 @@ Try:
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
 `, l.stack.TemporalAddress, l.stack.Namespace, cmp.Or(l.stack.UIURL, "(none)"), l.stack.DatabaseURL, l.objectsNote(), l.modelName(),
-		l.grpcAddr(), l.tokenNote(), l.chatLink(), l.flightsURL(),
+		l.grpcAddr(), l.tokenNote(), l.chatLink(), l.flightsURL(), l.teamsNote(),
 		l.stack.TemporalAddress, l.grpcAddr(), l.stack.TemporalAddress)
+}
+
+// teamsNote says where other teams' code runs: the namespace and the
+// Nexus endpoint made on a Temporal server started here.
+func (l *local) teamsNote() string {
+	if os.Getenv("TEMPORAL_ADDRESS") != "" {
+		return "(none made: TEMPORAL_ADDRESS names a server of yours)"
+	}
+	return fmt.Sprintf("namespace %s, Nexus endpoint %s (examples/nexustools)", teamsNamespace, teamEndpoints[0].Name)
 }
 
 // objectsNote says where blobs over the object store's threshold go.
