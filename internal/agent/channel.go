@@ -28,11 +28,12 @@ const (
 	ChannelProcess  = "process"  // a child turn of a process's workflow
 	ChannelDelegate = "delegate" // a turn another turn delegated to (delegate_to_agent)
 	ChannelEval     = "eval"     // a case of an evaluation
+	ChannelNexus    = "nexus"    // the Nexus service agentflow.v1.Agents, through an endpoint
 )
 
 // channels are the known channels, in the order the docs list them.
 var channels = []string{ChannelGRPC, ChannelHTTP, ChannelSSE, ChannelWebSocket, ChannelOpenAI, ChannelAISDK, ChannelMCP,
-	ChannelA2A, ChannelAGUI, ChannelTelegram, ChannelTemporal, ChannelSchedule, ChannelProcess, ChannelDelegate, ChannelEval}
+	ChannelA2A, ChannelAGUI, ChannelTelegram, ChannelTemporal, ChannelSchedule, ChannelProcess, ChannelDelegate, ChannelEval, ChannelNexus}
 
 // KnownChannel reports whether c is one of channels.
 func KnownChannel(c string) bool { return slices.Contains(channels, c) }

@@ -16,6 +16,7 @@ import (
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/nexusdoor"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/reach"
@@ -216,6 +217,11 @@ type Config struct {
 	// (AGENTFLOW_TEMPORAL_ALLOW, internal/reach). Nil: none, and catalogs
 	// naming one are refused.
 	TemporalAllow *reach.Policy
+	// NexusBindings bind Nexus endpoints' task queues to a tenant and
+	// roles: the worker serves agentflow.v1.Agents on each, its turns the
+	// binding's (AGENTFLOW_NEXUS_BINDINGS, internal/nexusdoor). Default
+	// none.
+	NexusBindings []nexusdoor.Binding
 	// JQMemory is each jq_transform program's memory budget, in bytes,
 	// enforced by the kernel on the child process that runs it; JQPrograms
 	// is the most programs a process runs at once. Env

@@ -17,6 +17,7 @@ import (
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/guard"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/nexusdoor"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/reach"
@@ -209,7 +210,12 @@ func toolBoundsFromEnv(c *Config) error {
 	if c.TemporalAllow, err = reach.Parse(os.Getenv(reach.EnvAllow)); err != nil {
 		return fmt.Errorf("%s: %w", reach.EnvAllow, err)
 	}
-	return nil
+	var roles []string
+	for _, r := range gateway.AllRoles() {
+		roles = append(roles, string(r))
+	}
+	c.NexusBindings, err = nexusdoor.ParseBindings(os.Getenv(nexusdoor.EnvBindings), roles)
+	return err
 }
 
 // secretsFromEnv reads which secrets each tenant may name, and the

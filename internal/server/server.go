@@ -54,11 +54,13 @@ type Server struct {
 	tools      *tools.Registry
 	mcp        *mcptool.Sessions
 	worker     worker.Worker
-	scripted   io.Closer
-	scriptURL  string // the scripted model's, when it serves one
-	http       *http.Server
-	httpLn     net.Listener
-	hub        *pglive.Hub
+	// nexus serves agentflow.v1.Agents on each bound endpoint's queue.
+	nexus     []worker.Worker
+	scripted  io.Closer
+	scriptURL string // the scripted model's, when it serves one
+	http      *http.Server
+	httpLn    net.Listener
+	hub       *pglive.Hub
 	// interrupts stops this worker's model calls of cancelled turns; nil
 	// without the worker role.
 	interrupts *pglive.Interrupts

@@ -12,6 +12,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/agentflow/agentflow/internal/nexusdoor"
 )
 
 // Run serves until ctx is done, a part fails or the worker stops by
@@ -26,6 +28,14 @@ func (s *Server) Run(ctx context.Context) error {
 		defer s.worker.Stop()
 		s.logger.Info("worker started", zap.String("task_queue", s.cfg.TaskQueue), zap.String("namespace", s.cfg.Namespace),
 			zap.String("deployment", s.cfg.Deployment.Name), zap.String("build_id", s.cfg.Deployment.BuildID))
+		for i, w := range s.nexus {
+			if err := w.Start(); err != nil {
+				return fmt.Errorf("start nexus worker: %w", err)
+			}
+			defer w.Stop()
+			s.logger.Info("nexus service serving", zap.String("service", nexusdoor.Service),
+				zap.String("task_queue", s.cfg.NexusBindings[i].TaskQueue), zap.String("tenant", s.cfg.NexusBindings[i].TenantID))
+		}
 	}
 
 	// What activities finishing after a SIGTERM and the gateway's last
@@ -96,6 +106,9 @@ func (s *Server) shutdown() {
 		wg.Go(s.stopHTTPAPI)
 	}
 	if s.cfg.Has(RoleWorker) {
+		for _, w := range s.nexus {
+			wg.Go(w.Stop)
+		}
 		wg.Go(func() {
 			start := time.Now()
 			s.worker.Stop()

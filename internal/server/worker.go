@@ -23,6 +23,7 @@ import (
 	"github.com/agentflow/agentflow/internal/knowledge"
 	"github.com/agentflow/agentflow/internal/llm"
 	"github.com/agentflow/agentflow/internal/metered"
+	"github.com/agentflow/agentflow/internal/nexusdoor"
 	"github.com/agentflow/agentflow/internal/program"
 	"github.com/agentflow/agentflow/internal/telemetry"
 	"github.com/agentflow/agentflow/internal/tools"
@@ -73,6 +74,23 @@ func (s *Server) newWorker() error {
 	s.worker = worker.New(s.client, s.cfg.TaskQueue, s.workerOptions())
 	workflows.Register(s.worker)
 	acts.Register(s.worker)
+	return s.newNexusWorkers()
+}
+
+// newNexusWorkers makes a worker for each bound endpoint's queue, serving
+// agentflow.v1.Agents as that binding.
+func (s *Server) newNexusWorkers() error {
+	for _, b := range s.cfg.NexusBindings {
+		svc, err := nexusdoor.NewService(b, s.cfg.TaskQueue)
+		if err != nil {
+			return err
+		}
+		w := worker.New(s.client, b.TaskQueue, worker.Options{OnFatalError: func(err error) {
+			s.logger.Error("nexus worker stopped", zap.String("task_queue", b.TaskQueue), zap.Error(err))
+		}})
+		w.RegisterNexusService(svc)
+		s.nexus = append(s.nexus, w)
+	}
 	return nil
 }
 

@@ -53,6 +53,7 @@ import (
 	"github.com/agentflow/agentflow/internal/governor"
 	"github.com/agentflow/agentflow/internal/hooks"
 	"github.com/agentflow/agentflow/internal/llm"
+	"github.com/agentflow/agentflow/internal/nexusdoor"
 	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/oidcauth"
 	"github.com/agentflow/agentflow/internal/reach"
@@ -163,6 +164,9 @@ type Options struct {
 	// task queues and types (AGENTFLOW_TEMPORAL_ALLOW, internal/reach).
 	// Default: none.
 	TemporalAllow *reach.Policy
+	// NexusBindings are the endpoints' queues the worker serves
+	// agentflow.v1.Agents on, each as its tenant.
+	NexusBindings []nexusdoor.Binding
 	// Models are model providers of the test's own beside the scripted
 	// model (llm.Config.Providers). Default: none.
 	Models map[string]llms.Model
@@ -332,6 +336,7 @@ func (s *Server) config(t testing.TB, opts Options, st stack) server.Config {
 		TelegramAPI:              opts.TelegramAPI,
 		ToolKinds:                opts.ToolKinds,
 		TemporalAllow:            opts.TemporalAllow,
+		NexusBindings:            opts.NexusBindings,
 		Hooks:                    opts.Hooks,
 		Scorers:                  opts.Scorers,
 		MaxStreamsPerTenant:      opts.MaxStreamsPerTenant,

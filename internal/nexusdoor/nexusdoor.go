@@ -1,0 +1,162 @@
+// Package nexusdoor serves agents as a Nexus service (agentflow.v1.Agents)
+// to workflows of any namespace and SDK: the door for other teams'
+// durable code. Identity comes from the endpoint, never from the input:
+// the operator binds each endpoint's task queue to a tenant and roles
+// (AGENTFLOW_NEXUS_BINDINGS), the worker polls that queue with a service
+// that knows its binding, and an input that names a tenant or a caller
+// is refused. Whoever may call the endpoint (Temporal's endpoint access
+// rules, in the operator's hands) acts as the binding says.
+package nexusdoor
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nexus-rpc/sdk-go/nexus"
+	"go.temporal.io/sdk/temporalnexus"
+
+	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
+	"github.com/agentflow/agentflow/internal/turnclient"
+	"github.com/agentflow/agentflow/internal/words"
+)
+
+// Service and operation names: the contract callers write against
+// (agentflow.AgentsService and the operation references of the root
+// package, docs/guides/calling-from-workflows.md).
+const (
+	Service   = "agentflow.v1.Agents"
+	OpRunTurn = "run_turn"
+)
+
+// EnvBindings is the operator's bindings of Nexus endpoints' task queues.
+const EnvBindings = "AGENTFLOW_NEXUS_BINDINGS"
+
+// RoleUser is the role that runs turns (the gateway's "user").
+const RoleUser = "user"
+
+// IssuerEndpoint is the issuer of a caller that came through a Nexus
+// endpoint: its subject is the endpoint's task queue.
+const IssuerEndpoint = "agentflow:nexus-endpoint"
+
+// Binding is what an endpoint's task queue acts as: a tenant, and the
+// roles and name of its caller.
+type Binding struct {
+	TaskQueue string
+	TenantID  string
+	Roles     []string
+	Name      string
+}
+
+// Caller is the binding as the turn's caller.
+func (b Binding) Caller() *agent.Caller {
+	return &agent.Caller{Name: cmp.Or(b.Name, "nexus:"+b.TaskQueue), Roles: b.Roles, Issuer: IssuerEndpoint, Subject: b.TaskQueue}
+}
+
+// ParseBindings reads AGENTFLOW_NEXUS_BINDINGS:
+// <task_queue>=<tenant>[:<roles>[:<name>]] entries separated by commas,
+// roles joined by '+' among valid. A queue is bound once.
+func ParseBindings(v string, valid []string) ([]Binding, error) {
+	var out []Binding
+	for _, entry := range words.ListEntries(v) {
+		queue, spec, ok := strings.Cut(entry, "=")
+		parts := strings.SplitN(spec, ":", 3)
+		if !ok || queue == "" || parts[0] == "" {
+			return nil, fmt.Errorf("%s: want <task_queue>=<tenant>[:<roles>[:<name>]] entries separated by commas, got %q", EnvBindings, words.Clip(entry, 80))
+		}
+		b := Binding{TaskQueue: queue, TenantID: parts[0]}
+		if len(parts) > 1 && parts[1] != "" {
+			b.Roles = strings.Split(parts[1], "+")
+			for _, r := range b.Roles {
+				if !slices.Contains(valid, r) {
+					return nil, fmt.Errorf("%s: queue %q: role %q is not one of %s", EnvBindings, queue, r, strings.Join(valid, ", "))
+				}
+			}
+		}
+		if len(parts) > 2 {
+			b.Name = parts[2]
+		}
+		if err := agent.ValidateID("tenant", b.TenantID); err != nil {
+			return nil, fmt.Errorf("%s: queue %q: %w", EnvBindings, queue, err)
+		}
+		if slices.ContainsFunc(out, func(o Binding) bool { return o.TaskQueue == queue }) {
+			return nil, fmt.Errorf("%s: queue %q is bound twice", EnvBindings, queue)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// RunTurnInput is run_turn's input: what a door's request says, less
+// who asks. Fields it does not name are refused, a tenant or a caller
+// first of all.
+type RunTurnInput struct {
+	Prompt string `json:"prompt"`
+	// AgentID names the agent; empty: the tenant's routing decides.
+	AgentID string `json:"agent_id,omitempty"`
+	// JobID names the turn in the tenant (its idempotency key); empty:
+	// the operation's request id, the same on every retry of the start.
+	JobID     string `json:"job_id,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+	// TimeoutSec bounds the turn, as a door's request does.
+	TimeoutSec int `json:"timeout_sec,omitempty"`
+}
+
+// NewService is the Nexus service for binding b: its operations start
+// and read turns of b's tenant only, on agentflow's turnQueue.
+func NewService(b Binding, turnQueue string) (*nexus.Service, error) {
+	run, err := temporalnexus.NewWorkflowRunOperationWithOptions(temporalnexus.WorkflowRunOperationOptions[json.RawMessage, agent.TurnResult]{
+		Name: OpRunTurn,
+		Handler: func(ctx context.Context, raw json.RawMessage, o nexus.StartOperationOptions) (temporalnexus.WorkflowHandle[agent.TurnResult], error) {
+			req, err := turnRequest(b, raw, o.RequestID)
+			if err != nil {
+				return nil, err
+			}
+			return temporalnexus.ExecuteUntypedWorkflow[agent.TurnResult](ctx, o, turnclient.StartOptions(turnQueue, req), contract.AgentTurn, req)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nexus operation %s: %w", OpRunTurn, err)
+	}
+	svc := nexus.NewService(Service)
+	if err := svc.Register(run); err != nil {
+		return nil, fmt.Errorf("nexus service %s: %w", Service, err)
+	}
+	return svc, nil
+}
+
+// turnRequest is the turn b's caller asks for with raw: the tenant and
+// the caller are the binding's; an input naming either, or anything else
+// run_turn does not take, is a bad request that says so.
+func turnRequest(b Binding, raw json.RawMessage, requestID string) (agent.TurnRequest, error) {
+	if !b.may(RoleUser) {
+		return agent.TurnRequest{}, nexus.HandlerErrorf(nexus.HandlerErrorTypeUnauthorized, "the endpoint's binding gives no %s role: it may not run turns", RoleUser)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var in RunTurnInput
+	if err := dec.Decode(&in); err != nil {
+		if strings.Contains(err.Error(), `unknown field "tenant_id"`) || strings.Contains(err.Error(), `unknown field "caller"`) {
+			return agent.TurnRequest{}, nexus.HandlerErrorf(nexus.HandlerErrorTypeBadRequest,
+				"%s input: the tenant and the caller are the endpoint's, bound by the operator; the input cannot name them", OpRunTurn)
+		}
+		return agent.TurnRequest{}, nexus.HandlerErrorf(nexus.HandlerErrorTypeBadRequest, "%s input: %s", OpRunTurn, words.Clip(err.Error(), 200))
+	}
+	req := agent.TurnRequest{
+		Version: agent.ProtocolVersion, TenantID: b.TenantID, AgentID: in.AgentID, SessionID: in.SessionID,
+		JobID: cmp.Or(in.JobID, "nexus-"+requestID), Prompt: in.Prompt, TimeoutSec: in.TimeoutSec,
+		Caller: b.Caller(), Channel: agent.ChannelNexus,
+	}
+	req.Normalize()
+	if err := req.Validate(); err != nil {
+		return agent.TurnRequest{}, nexus.HandlerErrorf(nexus.HandlerErrorTypeBadRequest, "%s input: %s", OpRunTurn, err.Error())
+	}
+	return req, nil
+}
+
+func (b Binding) may(role string) bool { return slices.Contains(b.Roles, role) }
