@@ -3,6 +3,7 @@ package agentflow
 import (
 	"github.com/nexus-rpc/sdk-go/nexus"
 
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/nexusdoor"
 )
 
@@ -25,3 +26,21 @@ type RunTurnInput = nexusdoor.RunTurnInput
 // RunTurn runs a turn and answers with its result (async, backed by the
 // turn's workflow: cancelling the operation cancels the turn).
 var RunTurn = nexus.NewOperationReference[RunTurnInput, TurnResult](nexusdoor.OpRunTurn)
+
+// DecideInput decides a call waiting for approval in a turn of the
+// endpoint's tenant; the approver is the binding's caller, which needs
+// the approver role.
+type DecideInput = nexusdoor.DecideInput
+
+// GetResultInput names a turn of the endpoint's tenant.
+type GetResultInput = nexusdoor.GetResultInput
+
+// ApprovalAck is what a decision made.
+type ApprovalAck = contract.ApprovalAck
+
+// Decide decides an approval (sync).
+var Decide = nexus.NewOperationReference[DecideInput, ApprovalAck](nexusdoor.OpDecide)
+
+// GetResult reads a closed turn's result (sync); a running turn is
+// refused (run_turn waits for one).
+var GetResult = nexus.NewOperationReference[GetResultInput, TurnResult](nexusdoor.OpGetResult)

@@ -27,19 +27,26 @@ import (
 const callers = "teams"
 
 // TestAgentsNexusService: a workflow in another namespace runs a turn
-// through the endpoint the operator bound to tenant care, and gets its
-// result; the turn is the binding's tenant's, its caller the endpoint's.
-// An input naming a tenant is refused, saying why. Cancelling the
-// operation cancels the turn, which ends canceled.
+// through the endpoint the operator bound to tenant care, decides its
+// approval through the decide operation (the approver is the binding's
+// name), and gets its result, from run_turn and from get_result. The
+// endpoint bound to tenant demo finds no such turn to decide or read;
+// an input naming a tenant is refused, saying why. Cancelling the
+// operation cancels the turn, which ends CANCELED.
 func TestAgentsNexusService(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	id := testserver.RandomID()
-	endpoint := "agents-" + id
+	endpoint, other := "agents-"+id, "agents-demo-"+id
 	srv := testserver.Start(t, testserver.Options{Script: testScript, Catalogs: []string{careCatalog},
-		NexusBindings: []nexusdoor.Binding{{TaskQueue: endpoint, TenantID: "care", Roles: []string{"user", "approver"}, Name: "billing-process"}}})
+		NexusBindings: []nexusdoor.Binding{
+			{TaskQueue: endpoint, TenantID: "care", Roles: []string{"user", "approver"}, Name: "billing-process"},
+			{TaskQueue: other, TenantID: "demo", Roles: []string{"user", "approver"}, Name: "demo-process"},
+		}})
 	require.NoError(t, devstack.EnsureNamespace(ctx, srv.Address, callers))
-	require.NoError(t, devstack.EnsureNexusEndpoint(ctx, srv.Client(), devstack.NexusEndpoint{Name: endpoint, Namespace: srv.Namespace, TaskQueue: endpoint}))
+	for _, e := range []string{endpoint, other} {
+		require.NoError(t, devstack.EnsureNexusEndpoint(ctx, srv.Client(), devstack.NexusEndpoint{Name: e, Namespace: srv.Namespace, TaskQueue: e}))
+	}
 
 	// The billing team's workflows, in their own namespace.
 	run := func(ctx workflow.Context, in agentflow.RunTurnInput) (agentflow.TurnResult, error) {
@@ -48,11 +55,16 @@ func TestAgentsNexusService(t *testing.T) {
 			ExecuteOperation(ctx, agentflow.RunTurn, in, workflow.NexusOperationOptions{}).Get(ctx, &res)
 		return res, err
 	}
-	forged := func(ctx workflow.Context, in map[string]any) (agentflow.TurnResult, error) {
-		var res agentflow.TurnResult
-		err := workflow.NewNexusClient(endpoint, agentflow.AgentsService).
-			ExecuteOperation(ctx, nexusdoor.OpRunTurn, in, workflow.NexusOperationOptions{}).Get(ctx, &res)
-		return res, err
+	// call calls any operation through either endpoint, with any input.
+	type opCall struct {
+		Endpoint, Op string
+		Input        map[string]any
+	}
+	call := func(ctx workflow.Context, in opCall) (map[string]any, error) {
+		var out map[string]any
+		err := workflow.NewNexusClient(in.Endpoint, agentflow.AgentsService).
+			ExecuteOperation(ctx, in.Op, in.Input, workflow.NexusOperationOptions{}).Get(ctx, &out)
+		return out, err
 	}
 	cc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: callers})
 	require.NoError(t, err)
@@ -60,7 +72,7 @@ func TestAgentsNexusService(t *testing.T) {
 	queue := "billing-" + id
 	w := worker.New(cc, queue, worker.Options{})
 	w.RegisterWorkflowWithOptions(run, workflow.RegisterOptions{Name: "RunAgentTurn"})
-	w.RegisterWorkflowWithOptions(forged, workflow.RegisterOptions{Name: "RunForgedTurn"})
+	w.RegisterWorkflowWithOptions(call, workflow.RegisterOptions{Name: "CallAgents"})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	start := func(workflowType string, in any) client.WorkflowRun {
@@ -76,23 +88,38 @@ func TestAgentsNexusService(t *testing.T) {
 	turn := contract.TurnWorkflowID("care", job)
 	e := &env{Server: srv, t: t}
 	pending := e.awaitPending(turn)
-	_, err = turnclient.Approve(ctx, srv.Client(), turn, agent.ApprovalDecision{CallID: pending.CallID, ApprovalID: pending.ApprovalID, Approved: true, Approver: "ana"})
-	require.NoError(t, err)
+	refusedWith := func(err error, want string) {
+		t.Helper()
+		var app *temporal.ApplicationError
+		require.ErrorAs(t, err, &app, "the handler's error, under the operation's: %v", err)
+		require.Contains(t, app.Error(), want)
+	}
+	var out map[string]any
+	decision := map[string]any{"job_id": job, "call_id": pending.CallID, "approval_id": pending.ApprovalID, "approved": true}
+	// Another tenant's endpoint finds no such turn, to decide or to read:
+	// the job is looked up in its own tenant.
+	refusedWith(start("CallAgents", opCall{Endpoint: other, Op: nexusdoor.OpDecide, Input: decision}).Get(ctx, &out), "no such turn")
+	refusedWith(start("CallAgents", opCall{Endpoint: other, Op: nexusdoor.OpGetResult, Input: map[string]any{"job_id": job}}).Get(ctx, &out), "no such turn")
+	refusedWith(start("CallAgents", opCall{Endpoint: endpoint, Op: nexusdoor.OpGetResult, Input: map[string]any{"job_id": job}}).Get(ctx, &out), "still running")
+	// The approval, through the decide operation, as the binding's approver.
+	require.NoError(t, start("CallAgents", opCall{Endpoint: endpoint, Op: nexusdoor.OpDecide, Input: decision}).Get(ctx, &out))
+	require.Equal(t, agent.ApprovalApproved, out["outcome"])
 	var res agentflow.TurnResult
 	require.NoError(t, caller.Get(ctx, &res))
 	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
 	require.Equal(t, "The result is 42.", res.Output)
+	require.NoError(t, start("CallAgents", opCall{Endpoint: endpoint, Op: nexusdoor.OpGetResult, Input: map[string]any{"job_id": job}}).Get(ctx, &out))
+	require.Equal(t, "The result is 42.", out["output"], "get_result reads the closed turn")
 	var req agent.TurnRequest
 	requireTurnRequest(ctx, t, srv.Client(), turn, &req)
 	require.Equal(t, agent.ChannelNexus, req.Channel)
 	require.Equal(t, "billing-process", req.Caller.Name)
 	require.Equal(t, nexusdoor.IssuerEndpoint, req.Caller.Issuer)
+	requireApprover(ctx, t, srv.Client(), turn, "billing-process")
 
 	// An input that names a tenant is refused, and nothing starts.
-	err = start("RunForgedTurn", map[string]any{"prompt": "What is 1 + 1?", "tenant_id": "demo"}).Get(ctx, &res)
-	var refused *temporal.ApplicationError
-	require.ErrorAs(t, err, &refused, "the handler's error, under the operation's")
-	require.Contains(t, refused.Error(), "the tenant and the caller are the endpoint's")
+	refusedWith(start("CallAgents", opCall{Endpoint: endpoint, Op: nexusdoor.OpRunTurn,
+		Input: map[string]any{"prompt": "What is 1 + 1?", "tenant_id": "demo"}}).Get(ctx, &out), "the tenant and the caller are the endpoint's")
 
 	// Cancelling the operation cancels the turn.
 	job = "nexus-cancel-" + id
@@ -116,4 +143,18 @@ func requireTurnRequest(ctx context.Context, t *testing.T, c client.Client, id s
 	require.NoError(t, err)
 	payloads := ev.GetWorkflowExecutionStartedEventAttributes().GetInput()
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(payloads, req))
+}
+
+// requireApprover checks that turn id's approval was made by approver.
+func requireApprover(ctx context.Context, t *testing.T, c client.Client, id, approver string) {
+	t.Helper()
+	page, err := turnclient.Events(ctx, c, id, agent.EventsQuery{})
+	require.NoError(t, err)
+	for _, ev := range page.Events {
+		if ev.Approval != nil && ev.Approval.Outcome == agent.ApprovalApproved {
+			require.Equal(t, approver, ev.Approval.Approver)
+			return
+		}
+	}
+	t.Fatalf("turn %s has no approval", id)
 }

@@ -37,8 +37,12 @@ const (
 // EnvBindings is the operator's bindings of Nexus endpoints' task queues.
 const EnvBindings = "AGENTFLOW_NEXUS_BINDINGS"
 
-// RoleUser is the role that runs turns (the gateway's "user").
-const RoleUser = "user"
+// The roles the operations need (the gateway's of the same names): user
+// runs and reads turns, approver decides their approvals.
+const (
+	RoleUser     = "user"
+	RoleApprover = "approver"
+)
 
 // IssuerEndpoint is the issuer of a caller that came through a Nexus
 // endpoint: its subject is the endpoint's task queue.
@@ -124,28 +128,21 @@ func NewService(b Binding, turnQueue string) (*nexus.Service, error) {
 		return nil, fmt.Errorf("nexus operation %s: %w", OpRunTurn, err)
 	}
 	svc := nexus.NewService(Service)
-	if err := svc.Register(run); err != nil {
+	if err := svc.Register(run, decide(b), getResult(b)); err != nil {
 		return nil, fmt.Errorf("nexus service %s: %w", Service, err)
 	}
 	return svc, nil
 }
 
 // turnRequest is the turn b's caller asks for with raw: the tenant and
-// the caller are the binding's; an input naming either, or anything else
-// run_turn does not take, is a bad request that says so.
+// the caller are the binding's.
 func turnRequest(b Binding, raw json.RawMessage, requestID string) (agent.TurnRequest, error) {
 	if !b.may(RoleUser) {
-		return agent.TurnRequest{}, nexus.HandlerErrorf(nexus.HandlerErrorTypeUnauthorized, "the endpoint's binding gives no %s role: it may not run turns", RoleUser)
+		return agent.TurnRequest{}, unauthorized(OpRunTurn, RoleUser)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var in RunTurnInput
-	if err := dec.Decode(&in); err != nil {
-		if strings.Contains(err.Error(), `unknown field "tenant_id"`) || strings.Contains(err.Error(), `unknown field "caller"`) {
-			return agent.TurnRequest{}, nexus.HandlerErrorf(nexus.HandlerErrorTypeBadRequest,
-				"%s input: the tenant and the caller are the endpoint's, bound by the operator; the input cannot name them", OpRunTurn)
-		}
-		return agent.TurnRequest{}, nexus.HandlerErrorf(nexus.HandlerErrorTypeBadRequest, "%s input: %s", OpRunTurn, words.Clip(err.Error(), 200))
+	in, err := decode[RunTurnInput](OpRunTurn, raw)
+	if err != nil {
+		return agent.TurnRequest{}, err
 	}
 	req := agent.TurnRequest{
 		Version: agent.ProtocolVersion, TenantID: b.TenantID, AgentID: in.AgentID, SessionID: in.SessionID,
@@ -154,9 +151,36 @@ func turnRequest(b Binding, raw json.RawMessage, requestID string) (agent.TurnRe
 	}
 	req.Normalize()
 	if err := req.Validate(); err != nil {
-		return agent.TurnRequest{}, nexus.HandlerErrorf(nexus.HandlerErrorTypeBadRequest, "%s input: %s", OpRunTurn, err.Error())
+		return agent.TurnRequest{}, badRequest(op(OpRunTurn), err.Error())
 	}
 	return req, nil
+}
+
+// decode reads an operation's input strictly: a field the input type
+// does not name is refused, and one naming a tenant or a caller says
+// whose they are.
+func decode[T any](name string, raw json.RawMessage) (T, error) {
+	var in T
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, `unknown field "tenant_id"`) || strings.Contains(msg, `unknown field "caller"`) {
+			msg = "the tenant and the caller are the endpoint's, bound by the operator; the input cannot name them"
+		}
+		return in, badRequest(op(name), msg)
+	}
+	return in, nil
+}
+
+func op(name string) string { return name + " input" }
+
+func badRequest(what, msg string) error {
+	return nexus.HandlerErrorf(nexus.HandlerErrorTypeBadRequest, "%s: %s", what, words.Clip(msg, 300))
+}
+
+func unauthorized(name, role string) error {
+	return nexus.HandlerErrorf(nexus.HandlerErrorTypeUnauthorized, "the endpoint's binding gives no %s role: it may not call %s", role, name)
 }
 
 func (b Binding) may(role string) bool { return slices.Contains(b.Roles, role) }
