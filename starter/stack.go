@@ -24,6 +24,7 @@ import (
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/flights"
 	"github.com/agentflow/agentflow/internal/gateway"
+	"github.com/agentflow/agentflow/internal/nexusdoor"
 	"github.com/agentflow/agentflow/internal/scripted"
 	"github.com/agentflow/agentflow/internal/server"
 	"github.com/agentflow/agentflow/internal/topology"
@@ -170,14 +171,6 @@ type local struct {
 	closed  bool
 }
 
-// teamsNamespace is the namespace up makes beside agentflow's for other
-// teams' code, and teamEndpoints the Nexus endpoints into it: agents call
-// the warehouse team's Nexus service (examples/nexustools) through
-// "warehouse".
-const teamsNamespace = "teams"
-
-var teamEndpoints = []devstack.NexusEndpoint{{Name: "warehouse", Namespace: teamsNamespace, TaskQueue: "warehouse"}}
-
 // devToken is the gateway's bearer token for tenant demo on a local stack.
 const devToken = "dev-token"
 
@@ -228,6 +221,9 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod prod
 	// The sample catalog's data agent calls the flights API on loopback,
 	// which the operator's egress policy keeps closed unless opened.
 	l.cfg.EgressAllow = append(l.cfg.EgressAllow, flightsAddr)
+	if len(l.cfg.NexusBindings) == 0 && os.Getenv("TEMPORAL_ADDRESS") == "" {
+		l.cfg.NexusBindings = []nexusdoor.Binding{agentsBinding}
+	}
 
 	if *prod.on {
 		if err := l.startTopology(ctx, out, prod); err != nil {
@@ -265,7 +261,7 @@ func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB st
 		// An object store named by AGENTFLOW_S3_* is used instead.
 		SkipObjectStore: l.cfg.ObjectStore.Enabled(),
 		Namespaces:      []string{teamsNamespace},
-		NexusEndpoints:  teamEndpoints,
+		NexusEndpoints:  l.nexusEndpoints(cmp.Or(os.Getenv("TEMPORAL_NAMESPACE"), devstack.DefaultNamespace)),
 		Logger:          l.logger,
 		Progress:        out,
 	})
@@ -321,10 +317,14 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 		env = append(env, "AGENTFLOW_SCRIPT="+l.cfg.Script)
 	}
 	env = append(env, egress.EnvAllow+"="+strings.Join(l.cfg.EgressAllow, ","))
+	if l.servesAgents() {
+		b := agentsBinding
+		env = append(env, nexusdoor.EnvBindings+"="+b.TaskQueue+"="+b.TenantID+":"+strings.Join(b.Roles, "+")+":"+b.Name)
+	}
 	l.top, err = topology.Start(ctx, topology.Options{
 		Dir: dir, Env: env, GatewayAddr: gatewayAddr, TemporalPort: port,
 		DatabaseURL: os.Getenv("DATABASE_URL"), Logger: l.logger, Progress: out,
-		Namespaces: []string{teamsNamespace}, NexusEndpoints: teamEndpoints,
+		Namespaces: []string{teamsNamespace}, NexusEndpoints: l.nexusEndpoints(devstack.DefaultNamespace),
 	})
 	if err != nil {
 		return err
@@ -499,15 +499,6 @@ Try:
 `, l.stack.TemporalAddress, l.stack.Namespace, cmp.Or(l.stack.UIURL, "(none)"), l.stack.DatabaseURL, l.objectsNote(), l.modelName(),
 		l.grpcAddr(), l.tokenNote(), l.chatLink(), l.flightsURL(), l.teamsNote(),
 		l.stack.TemporalAddress, l.grpcAddr(), l.stack.TemporalAddress)
-}
-
-// teamsNote says where other teams' code runs: the namespace and the
-// Nexus endpoint made on a Temporal server started here.
-func (l *local) teamsNote() string {
-	if os.Getenv("TEMPORAL_ADDRESS") != "" {
-		return "(none made: TEMPORAL_ADDRESS names a server of yours)"
-	}
-	return fmt.Sprintf("namespace %s, Nexus endpoint %s (examples/nexustools)", teamsNamespace, teamEndpoints[0].Name)
 }
 
 // objectsNote says where blobs over the object store's threshold go.
