@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -133,6 +134,46 @@ func TestAgentsNexusService(t *testing.T) {
 		d, err := srv.Client().DescribeWorkflowExecution(ctx, turn, "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
 	}, time.Minute, 100*time.Millisecond, "the turn ends CANCELED with the operation")
+}
+
+// TestAgentsNexusServiceTypeScript: a workflow of Temporal's TypeScript
+// SDK (examples/process/typescript, @temporalio/workflow pinned by its
+// lockfile), in namespace teams, runs a turn through the endpoint and
+// decides its approval through the decide operation; its result is the
+// turn's.
+func TestAgentsNexusServiceTypeScript(t *testing.T) {
+	dir := nodeClientAt(t, filepath.Join("..", "..", "examples", "process", "typescript"), "@temporalio/workflow")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	id := testserver.RandomID()
+	endpoint := "agents-ts-" + id
+	srv := testserver.Start(t, testserver.Options{Script: testScript, Catalogs: []string{careCatalog},
+		NexusBindings: []nexusdoor.Binding{{TaskQueue: endpoint, TenantID: "care", Roles: []string{"user", "approver"}, Name: "ts-process"}}})
+	require.NoError(t, devstack.EnsureNamespace(ctx, srv.Address, callers))
+	require.NoError(t, devstack.EnsureNexusEndpoint(ctx, srv.Client(), devstack.NexusEndpoint{Name: endpoint, Namespace: srv.Namespace, TaskQueue: endpoint}))
+	queue := "process-ts-" + id
+	startNodeWorker(t, dir, "TEMPORAL_ADDRESS="+srv.Address, "TEMPORAL_NAMESPACE="+callers, "PROCESS_TASK_QUEUE="+queue)
+	cc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: callers})
+	require.NoError(t, err)
+	t.Cleanup(cc.Close)
+
+	job := "nexus-ts-" + id
+	caller, err := cc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, "runAgentTurn", endpoint,
+		agentflow.RunTurnInput{Prompt: "What is 6 * 7?", JobID: job})
+	require.NoError(t, err)
+	turn := contract.TurnWorkflowID("care", job)
+	pending := (&env{Server: srv, t: t}).awaitPending(turn)
+	decided, err := cc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, "decideApproval", endpoint,
+		agentflow.DecideInput{JobID: job, CallID: pending.CallID, ApprovalID: pending.ApprovalID, Approved: true})
+	require.NoError(t, err)
+	var ack agentflow.ApprovalAck
+	require.NoError(t, decided.Get(ctx, &ack))
+	require.Equal(t, agent.ApprovalApproved, ack.Outcome)
+	var res agentflow.TurnResult
+	require.NoError(t, caller.Get(ctx, &res))
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Equal(t, "The result is 42.", res.Output)
+	requireApprover(ctx, t, srv.Client(), turn, "ts-process")
 }
 
 // requireTurnRequest reads the request turn id was started with.

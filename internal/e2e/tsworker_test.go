@@ -35,18 +35,7 @@ func TestActivityToolTypeScript(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "worker.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+srv.Address, "TEMPORAL_NAMESPACE="+srv.Namespace, "ORDERS_TASK_QUEUE="+queue)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { nodeclient.Stop(cmd, 30*time.Second) })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, "the TypeScript worker: %s", stderr.Bytes())
-	require.Equal(t, "ready", strings.TrimSpace(line))
+	startNodeWorker(t, dir, "TEMPORAL_ADDRESS="+srv.Address, "TEMPORAL_NAMESPACE="+srv.Namespace, "ORDERS_TASK_QUEUE="+queue)
 	// The entry names the queue and the type only: the description and
 	// parameters are what the TypeScript worker publishes.
 	srv.ApplyCatalog(t, strings.ReplaceAll(publishedCatalog, "QUEUE", queue))
@@ -68,4 +57,22 @@ func TestActivityToolTypeScript(t *testing.T) {
 	shown := reqs[0].ToolsJSON
 	require.Contains(t, shown, "from the TypeScript worker", "the model is shown the description the worker published")
 	require.Contains(t, shown, "as on the receipt")
+}
+
+// startNodeWorker runs the Temporal worker of a Node.js client's folder
+// (worker.mjs) with env until the test ends, once it says it polls.
+func startNodeWorker(t *testing.T, dir string, env ...string) {
+	t.Helper()
+	cmd := exec.Command("node", "worker.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { nodeclient.Stop(cmd, 30*time.Second) })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "the TypeScript worker: %s", stderr.Bytes())
+	require.Equal(t, "ready", strings.TrimSpace(line))
 }
