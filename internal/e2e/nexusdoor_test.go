@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,4 +199,53 @@ func requireApprover(ctx context.Context, t *testing.T, c client.Client, id, app
 		}
 	}
 	t.Fatalf("turn %s has no approval", id)
+}
+
+// TestAgentsNexusServiceWorkerKilled: agentflow's worker, which serves
+// the endpoint's queue and runs the turn, is SIGKILLed while a turn
+// started through the endpoint waits for an approval; on the worker
+// started in its place the turn goes on, and the caller's operation gets
+// the one result.
+func TestAgentsNexusServiceWorkerKilled(t *testing.T) {
+	id := testserver.RandomID()
+	endpoint := "agents-kill-" + id
+	p := newProcEnv(t, testScript, careCatalog)
+	p.environ = append(p.environ, nexusdoor.EnvBindings+"="+endpoint+"=care:user+approver:billing-process")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, devstack.EnsureNamespace(ctx, p.address, callers))
+	require.NoError(t, devstack.EnsureNexusEndpoint(ctx, p.client, devstack.NexusEndpoint{Name: endpoint, Namespace: p.namespace, TaskQueue: endpoint}))
+	cc, err := client.Dial(client.Options{HostPort: p.address, Namespace: callers})
+	require.NoError(t, err)
+	t.Cleanup(cc.Close)
+	queue := "billing-kill-" + id
+	w := worker.New(cc, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in agentflow.RunTurnInput) (agentflow.TurnResult, error) {
+		var res agentflow.TurnResult
+		err := workflow.NewNexusClient(endpoint, agentflow.AgentsService).
+			ExecuteOperation(ctx, agentflow.RunTurn, in, workflow.NexusOperationOptions{}).Get(ctx, &res)
+		return res, err
+	}, workflow.RegisterOptions{Name: "RunAgentTurn"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	first := p.startWorker()
+	job := "nexus-kill-" + id
+	caller, err := cc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, "RunAgentTurn", agentflow.RunTurnInput{Prompt: "What is 6 * 7?", JobID: job})
+	require.NoError(t, err)
+	turn := contract.TurnWorkflowID("care", job)
+	var pending []agent.PendingApproval
+	require.Eventually(t, func() bool {
+		pending, err = turnclient.PendingApprovals(ctx, p.client, turn)
+		return err == nil && len(pending) == 1
+	}, time.Minute, 100*time.Millisecond, "the turn waits for approval")
+	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	_ = first.Wait()
+	p.startWorker()
+	_, err = turnclient.Approve(ctx, p.client, turn, agent.ApprovalDecision{CallID: pending[0].CallID, ApprovalID: pending[0].ApprovalID, Approved: true, Approver: "ana"})
+	require.NoError(t, err)
+	var res agentflow.TurnResult
+	require.NoError(t, caller.Get(ctx, &res))
+	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
+	require.Equal(t, "The result is 42.", res.Output)
 }
