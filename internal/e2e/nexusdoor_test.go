@@ -51,12 +51,6 @@ func TestAgentsNexusService(t *testing.T) {
 	}
 
 	// The billing team's workflows, in their own namespace.
-	run := func(ctx workflow.Context, in agentflow.RunTurnInput) (agentflow.TurnResult, error) {
-		var res agentflow.TurnResult
-		err := workflow.NewNexusClient(endpoint, agentflow.AgentsService).
-			ExecuteOperation(ctx, agentflow.RunTurn, in, workflow.NexusOperationOptions{}).Get(ctx, &res)
-		return res, err
-	}
 	// call calls any operation through either endpoint, with any input.
 	type opCall struct {
 		Endpoint, Op string
@@ -73,7 +67,7 @@ func TestAgentsNexusService(t *testing.T) {
 	t.Cleanup(cc.Close)
 	queue := "billing-" + id
 	w := worker.New(cc, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(run, workflow.RegisterOptions{Name: "RunAgentTurn"})
+	w.RegisterWorkflowWithOptions(runVia(endpoint), workflow.RegisterOptions{Name: "RunAgentTurn"})
 	w.RegisterWorkflowWithOptions(call, workflow.RegisterOptions{Name: "CallAgents"})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
@@ -177,6 +171,17 @@ func TestAgentsNexusServiceTypeScript(t *testing.T) {
 	requireApprover(ctx, t, srv.Client(), turn, "ts-process")
 }
 
+// runVia is the billing team's workflow that runs a turn through
+// endpoint and returns its result.
+func runVia(endpoint string) func(workflow.Context, agentflow.RunTurnInput) (agentflow.TurnResult, error) {
+	return func(ctx workflow.Context, in agentflow.RunTurnInput) (agentflow.TurnResult, error) {
+		var res agentflow.TurnResult
+		err := workflow.NewNexusClient(endpoint, agentflow.AgentsService).
+			ExecuteOperation(ctx, agentflow.RunTurn, in, workflow.NexusOperationOptions{}).Get(ctx, &res)
+		return res, err
+	}
+}
+
 // requireTurnRequest reads the request turn id was started with.
 func requireTurnRequest(ctx context.Context, t *testing.T, c client.Client, id string, req *agent.TurnRequest) {
 	t.Helper()
@@ -220,12 +225,7 @@ func TestAgentsNexusServiceWorkerKilled(t *testing.T) {
 	t.Cleanup(cc.Close)
 	queue := "billing-kill-" + id
 	w := worker.New(cc, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, in agentflow.RunTurnInput) (agentflow.TurnResult, error) {
-		var res agentflow.TurnResult
-		err := workflow.NewNexusClient(endpoint, agentflow.AgentsService).
-			ExecuteOperation(ctx, agentflow.RunTurn, in, workflow.NexusOperationOptions{}).Get(ctx, &res)
-		return res, err
-	}, workflow.RegisterOptions{Name: "RunAgentTurn"})
+	w.RegisterWorkflowWithOptions(runVia(endpoint), workflow.RegisterOptions{Name: "RunAgentTurn"})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 
