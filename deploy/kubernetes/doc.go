@@ -1,6 +1,7 @@
 // Package kubernetes is agentflow's cluster description: kustomize
 // manifests for the gateway and worker roles (base/), optional components
-// for autoscaling and Prometheus (components/), and an overlay to copy
+// for autoscaling, Prometheus, mutual TLS, container jobs and Nexus
+// endpoints (components/), and an overlay to copy
 // (overlays/example). docs/operations/kubernetes.md says how to
 // apply them, and docs/capacity.md how to size the fleet.
 //

@@ -40,6 +40,7 @@ var renders = []struct {
 	{name: "prometheus", components: []string{"prometheus-adapter", "prometheus-operator"}},
 	{name: "temporal-mtls", components: []string{"temporal-mtls"}},
 	{name: "k8s-jobs", components: []string{"k8s-jobs"}},
+	{name: "nexus-endpoints", components: []string{"nexus-endpoints"}},
 }
 
 // TestManifests renders each kustomization and checks it twice: against
