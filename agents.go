@@ -27,10 +27,40 @@ type RunTurnInput = nexusdoor.RunTurnInput
 // turn's workflow: cancelling the operation cancels the turn).
 var RunTurn = nexus.NewOperationReference[RunTurnInput, TurnResult](nexusdoor.OpRunTurn)
 
+// SendMessageInput sends a message to a conversation of the endpoint's
+// tenant (started if needed): the prompt, and the job id, agent, context
+// and what the message does while a turn runs (on_busy).
+type SendMessageInput = nexusdoor.SendMessageInput
+
+// SendMessage sends a message and answers with the result of the turn
+// that answers it (async, backed by that turn's workflow: cancelling the
+// operation cancels the turn).
+var SendMessage = nexus.NewOperationReference[SendMessageInput, TurnResult](nexusdoor.OpSendMessage)
+
+// StreamOf is the stream id of the turn a RunTurn or SendMessage
+// operation is backed by, from the operation's token, which the caller
+// has once the operation started: follow the turn's tokens by it through
+// Workflow Streams or any door while it runs.
+//
+//	var exec workflow.NexusOperationExecution
+//	err := f.GetNexusOperationExecution().Get(ctx, &exec)
+//	stream, err := agentflow.StreamOf(exec.OperationToken)
+func StreamOf(token string) (string, error) { return nexusdoor.StreamOf(token) }
+
 // DecideInput decides a call waiting for approval in a turn of the
 // endpoint's tenant; the approver is the binding's caller, which needs
 // the approver role.
 type DecideInput = nexusdoor.DecideInput
+
+// AnswerInput answers a question (ask_user) a turn of the endpoint's
+// tenant waits on, as the binding's caller with its roles.
+type AnswerInput = nexusdoor.AnswerInput
+
+// AnswerAck is what an answer made.
+type AnswerAck = contract.AnswerAck
+
+// Answer answers a question (sync).
+var Answer = nexus.NewOperationReference[AnswerInput, AnswerAck](nexusdoor.OpAnswer)
 
 // GetResultInput names a turn of the endpoint's tenant.
 type GetResultInput = nexusdoor.GetResultInput

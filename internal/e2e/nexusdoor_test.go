@@ -125,8 +125,15 @@ func TestAgentsNexusService(t *testing.T) {
 	require.NoError(t, cc.CancelWorkflow(ctx, caller.GetID(), ""))
 	var canceled *temporal.CanceledError
 	require.ErrorAs(t, caller.Get(ctx, &res), &canceled)
+	requireTurnCanceled(ctx, t, srv.Client(), turn)
+}
+
+// requireTurnCanceled waits for turn id to end CANCELED, as a cancelled
+// operation's turn does.
+func requireTurnCanceled(ctx context.Context, t *testing.T, c client.Client, id string) {
+	t.Helper()
 	require.Eventually(t, func() bool {
-		d, err := srv.Client().DescribeWorkflowExecution(ctx, turn, "")
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
 	}, time.Minute, 100*time.Millisecond, "the turn ends CANCELED with the operation")
 }

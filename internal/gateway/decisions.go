@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -11,7 +9,6 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/store"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
@@ -141,23 +138,14 @@ func (s *Service) AnswerQuestion(ctx context.Context, streamID string, a agent.A
 // session's, else its own (also for a turn that has not begun yet, whose
 // session is not known).
 func (s *Service) redactForTurn(ctx context.Context, streamID string, texts ...*string) error {
-	if !slices.ContainsFunc(texts, func(t *string) bool { return *t != "" }) {
-		return nil // a decision without a reason, say
-	}
 	tenant, err := agent.StreamTenant(streamID)
 	if err != nil {
 		return err
 	}
-	p, err := s.piiPolicy(ctx, tenant)
-	if err != nil || p.Redactor == nil {
-		return err
-	}
 	job := strings.TrimPrefix(streamID, contract.TurnWorkflowID(tenant, ""))
-	turn, err := s.store.Turn(ctx, tenant, job)
-	if err != nil && !agent.IsCode(err, agent.CodeNotFound) {
-		return fmt.Errorf("load turn %q: %w", streamID, err)
-	}
-	return s.redact(ctx, tenant, redact.Scope(turn.SessionID, job), texts...)
+	n, err := s.intake().ForTurn(ctx, tenant, job, texts...)
+	s.redacted(ctx, tenant, n)
+	return err
 }
 
 // ListPendingQuestions implements pb.AgentServiceServer.

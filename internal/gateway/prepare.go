@@ -12,6 +12,7 @@ import (
 	"github.com/agentflow/agentflow/internal/redact"
 	"github.com/agentflow/agentflow/internal/structured"
 	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/tenant"
 	"github.com/agentflow/agentflow/internal/turnclient"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -73,34 +74,21 @@ func (s *Service) redactor(ctx context.Context, tenantID, scope string) func(tex
 }
 
 // redact applies the tenant's PII redaction to texts on their way in
-// (internal/redact): what it finds never reaches a workflow's history,
-// the model, the transcript or a log. It counts what it replaced, and
-// logs the count only.
+// (tenant.Intake): what it finds never reaches a workflow's history,
+// the model, the transcript or a log.
 func (s *Service) redact(ctx context.Context, tenantID, scope string, texts ...*string) error {
-	p, err := s.piiPolicy(ctx, tenantID)
-	if err != nil || p.Redactor == nil {
-		return err
-	}
-	n, err := s.vault.Texts(ctx, p, tenantID, scope, texts...)
-	if n > 0 {
-		telemetry.Logger(ctx, s.logger).Info("pii redacted", zap.String("tenant", tenantID), zap.Int("values", n))
-	}
+	n, err := s.intake().Texts(ctx, tenantID, scope, texts...)
+	s.redacted(ctx, tenantID, n)
 	return err
 }
 
-// piiPolicy is the tenant's PII redaction (none without a catalog).
-func (s *Service) piiPolicy(ctx context.Context, tenantID string) (redact.Policy, error) {
-	if s.tenants == nil {
-		return redact.Policy{}, nil
+func (s *Service) intake() tenant.Intake { return tenant.Intake{Tenants: s.tenants, Vault: s.vault} }
+
+// redacted logs how many values a redaction replaced: the count only.
+func (s *Service) redacted(ctx context.Context, tenantID string, n int) {
+	if n > 0 {
+		telemetry.Logger(ctx, s.logger).Info("pii redacted", zap.String("tenant", tenantID), zap.Int("values", n))
 	}
-	settings, err := s.tenants.Settings(ctx, tenantID)
-	if agent.IsCode(err, agent.CodeNotFound) {
-		return redact.Policy{}, nil // no catalog: nothing to redact by, and the turn says what is wrong
-	}
-	if err != nil {
-		return redact.Policy{}, err
-	}
-	return redact.Policy{Redactor: settings.PII, Config: settings.PIIConfig}, nil
 }
 
 // StartPrepared starts a prepared turn, or attaches to the run of its job

@@ -18,11 +18,9 @@ import (
 	"strings"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
-	"go.temporal.io/sdk/temporalnexus"
 
 	"github.com/agentflow/agentflow/internal/agent"
-	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/turnclient"
+	"github.com/agentflow/agentflow/internal/tenant"
 	"github.com/agentflow/agentflow/internal/words"
 )
 
@@ -32,6 +30,9 @@ import (
 const (
 	Service   = "agentflow.v1.Agents"
 	OpRunTurn = "run_turn"
+	// OpSendMessage sends a message to a conversation; its result is the
+	// result of the turn that answers it.
+	OpSendMessage = "send_message"
 )
 
 // EnvBindings is the operator's bindings of Nexus endpoints' task queues.
@@ -96,64 +97,46 @@ func ParseBindings(v string, valid []string) ([]Binding, error) {
 	return out, nil
 }
 
-// RunTurnInput is run_turn's input: what a door's request says, less
-// who asks. Fields it does not name are refused, a tenant or a caller
-// first of all.
-type RunTurnInput struct {
-	Prompt string `json:"prompt"`
-	// AgentID names the agent; empty: the tenant's routing decides.
-	AgentID string `json:"agent_id,omitempty"`
-	// JobID names the turn in the tenant (its idempotency key); empty:
-	// the operation's request id, the same on every retry of the start.
-	JobID     string `json:"job_id,omitempty"`
-	SessionID string `json:"session_id,omitempty"`
-	// TimeoutSec bounds the turn, as a door's request does.
-	TimeoutSec int `json:"timeout_sec,omitempty"`
+// Options are what the service needs beside its binding.
+type Options struct {
+	// TurnQueue is agentflow's task queue, where the turns run.
+	TurnQueue string
+	// Intake redacts what callers send in (prompts, messages, answers,
+	// reasons) by the tenant's PII rules, as every door does.
+	Intake tenant.Intake
 }
 
-// NewService is the Nexus service for binding b: its operations start
-// and read turns of b's tenant only, on agentflow's turnQueue.
-func NewService(b Binding, turnQueue string) (*nexus.Service, error) {
-	run, err := temporalnexus.NewWorkflowRunOperationWithOptions(temporalnexus.WorkflowRunOperationOptions[json.RawMessage, agent.TurnResult]{
-		Name: OpRunTurn,
-		Handler: func(ctx context.Context, raw json.RawMessage, o nexus.StartOperationOptions) (temporalnexus.WorkflowHandle[agent.TurnResult], error) {
-			req, err := turnRequest(b, raw, o.RequestID)
-			if err != nil {
-				return nil, err
-			}
-			return temporalnexus.ExecuteUntypedWorkflow[agent.TurnResult](ctx, o, turnclient.StartOptions(turnQueue, req), contract.AgentTurn, req)
-		},
-	})
+// door is the service of one binding.
+type door struct {
+	b Binding
+	o Options
+}
+
+// NewService is the Nexus service for binding b: its operations start,
+// steer and read turns of b's tenant only, on agentflow's o.TurnQueue.
+func NewService(b Binding, o Options) (*nexus.Service, error) {
+	d := door{b: b, o: o}
+	run, err := d.runTurn()
 	if err != nil {
-		return nil, fmt.Errorf("nexus operation %s: %w", OpRunTurn, err)
+		return nil, err
+	}
+	send, err := d.sendMessage()
+	if err != nil {
+		return nil, err
 	}
 	svc := nexus.NewService(Service)
-	if err := svc.Register(run, decide(b), getResult(b)); err != nil {
+	if err := svc.Register(run, send, d.decide(), d.answer(), d.getResult()); err != nil {
 		return nil, fmt.Errorf("nexus service %s: %w", Service, err)
 	}
 	return svc, nil
 }
 
-// turnRequest is the turn b's caller asks for with raw: the tenant and
-// the caller are the binding's.
-func turnRequest(b Binding, raw json.RawMessage, requestID string) (agent.TurnRequest, error) {
-	if !b.may(RoleUser) {
-		return agent.TurnRequest{}, unauthorized(OpRunTurn, RoleUser)
+// redactor is the tenant's PII redaction of texts sent in scope.
+func (d door) redactor(ctx context.Context, scope string) func(texts ...*string) error {
+	return func(texts ...*string) error {
+		_, err := d.o.Intake.Texts(ctx, d.b.TenantID, scope, texts...)
+		return err
 	}
-	in, err := decode[RunTurnInput](OpRunTurn, raw)
-	if err != nil {
-		return agent.TurnRequest{}, err
-	}
-	req := agent.TurnRequest{
-		Version: agent.ProtocolVersion, TenantID: b.TenantID, AgentID: in.AgentID, SessionID: in.SessionID,
-		JobID: cmp.Or(in.JobID, "nexus-"+requestID), Prompt: in.Prompt, TimeoutSec: in.TimeoutSec,
-		Caller: b.Caller(), Channel: agent.ChannelNexus,
-	}
-	req.Normalize()
-	if err := req.Validate(); err != nil {
-		return agent.TurnRequest{}, badRequest(op(OpRunTurn), err.Error())
-	}
-	return req, nil
 }
 
 // decode reads an operation's input strictly: a field the input type

@@ -1,6 +1,8 @@
 package nexusdoor
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -51,6 +53,9 @@ func TestTurnRequest(t *testing.T) {
 		{name: "a tenant", in: `{"prompt": "hi", "tenant_id": "beta"}`, err: "the tenant and the caller are the endpoint's"},
 		{name: "a caller", in: `{"prompt": "hi", "caller": {"name": "root", "roles": ["admin"]}}`, err: "the tenant and the caller are the endpoint's"},
 		{name: "another field", in: `{"prompt": "hi", "model": "x"}`, err: `unknown field "model"`},
+		{name: "a process step", in: `{"prompt": "check it", "history": "fresh", "node_id": "check", "run_id": "p1", "context": {"previous_results": [{"node_id": "answer", "result_ref": "r"}]}}`},
+		{name: "a schema that does not compile", in: `{"prompt": "hi", "output_schema": {"type": 7}}`, err: "run_turn input"},
+		{name: "a bad history", in: `{"prompt": "hi", "history": "all"}`, err: "run_turn input"},
 		{name: "not an object", in: `"hi"`, err: "run_turn input"},
 		{name: "no prompt", in: `{}`, err: "run_turn input"},
 		{name: "no user role", in: `{"prompt": "hi"}`, binding: &Binding{TaskQueue: "q", TenantID: "acme", Roles: []string{"approver"}}, err: "no user role"},
@@ -60,7 +65,7 @@ func TestTurnRequest(t *testing.T) {
 			if tc.binding != nil {
 				bb = *tc.binding
 			}
-			req, err := turnRequest(bb, json.RawMessage(tc.in), "req-1")
+			req, err := door{b: bb}.turnRequest(context.Background(), json.RawMessage(tc.in), "req-1")
 			if tc.err != "" {
 				var he *nexus.HandlerError
 				require.True(t, errors.As(err, &he), "a handler error the caller does not retry: %v", err)
@@ -85,7 +90,7 @@ func FuzzTurnRequest(f *testing.F) {
 	}
 	b := Binding{TaskQueue: "q", TenantID: "acme", Roles: []string{"user"}}
 	f.Fuzz(func(t *testing.T, in string) {
-		req, err := turnRequest(b, json.RawMessage(in), "r")
+		req, err := door{b: b}.turnRequest(context.Background(), json.RawMessage(in), "r")
 		if err != nil {
 			return
 		}
@@ -93,4 +98,62 @@ func FuzzTurnRequest(f *testing.F) {
 			t.Fatalf("a request of another tenant or caller: %+v", req)
 		}
 	})
+}
+
+func TestMessage(t *testing.T) {
+	b := Binding{TaskQueue: "agents-acme", TenantID: "acme", Roles: []string{"user"}}
+	for _, tc := range []struct {
+		name, in, err string
+		binding       *Binding
+	}{
+		{name: "message", in: `{"session_id": "s1", "prompt": "hi", "on_busy": "steer"}`},
+		{name: "a tenant", in: `{"session_id": "s1", "prompt": "hi", "tenant_id": "beta"}`, err: "the tenant and the caller are the endpoint's"},
+		{name: "no session", in: `{"prompt": "hi"}`, err: "send_message input"},
+		{name: "no prompt", in: `{"session_id": "s1"}`, err: "send_message input"},
+		{name: "a bad on_busy", in: `{"session_id": "s1", "prompt": "hi", "on_busy": "shout"}`, err: "send_message input"},
+		{name: "no user role", in: `{"session_id": "s1", "prompt": "hi"}`, binding: &Binding{TaskQueue: "q", TenantID: "acme"}, err: "no user role"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bb := b
+			if tc.binding != nil {
+				bb = *tc.binding
+			}
+			conv, msg, err := door{b: bb}.message(context.Background(), json.RawMessage(tc.in), "req-1")
+			if tc.err != "" {
+				var he *nexus.HandlerError
+				require.True(t, errors.As(err, &he), "a handler error: %v", err)
+				require.Contains(t, he.Cause.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, "acme", conv.TenantID)
+			require.Equal(t, "nexus-req-1", msg.JobID)
+			require.Equal(t, agent.ChannelNexus, msg.Channel)
+			require.Equal(t, "agents-acme", msg.Caller.Subject)
+		})
+	}
+}
+
+func TestStreamOf(t *testing.T) {
+	token := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	for _, tc := range []struct {
+		name, token, want, err string
+	}{
+		{name: "a turn's", token: token(`{"t":1,"ns":"default","wid":"turn/acme/j1"}`), want: "turn/acme/j1"},
+		{name: "padded", token: base64.URLEncoding.EncodeToString([]byte(`{"t":1,"ns":"default","wid":"turn/acme/j12"}`)), want: "turn/acme/j12"},
+		{name: "another workflow", token: token(`{"t":1,"ns":"default","wid":"conv/acme/s1"}`), err: "want turn/<tenant>/<job_id>"},
+		{name: "another kind", token: token(`{"t":2,"ns":"default"}`), err: "not a turn's"},
+		{name: "not base64", token: "%%%", err: "operation token"},
+		{name: "not JSON", token: token("hi"), err: "operation token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := StreamOf(tc.token)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
 }

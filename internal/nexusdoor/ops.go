@@ -18,6 +18,7 @@ import (
 // Operations beside run_turn.
 const (
 	OpDecide    = "decide"
+	OpAnswer    = "answer"
 	OpGetResult = "get_result"
 )
 
@@ -32,6 +33,15 @@ type DecideInput struct {
 	Reason     string `json:"reason,omitempty"`
 }
 
+// AnswerInput answers a question (ask_user) that a turn of the binding's
+// tenant waits on; the answerer is the binding's caller, with its roles,
+// which the question's role is checked against.
+type AnswerInput struct {
+	JobID  string `json:"job_id"`
+	CallID string `json:"call_id"`
+	Answer string `json:"answer"`
+}
+
 // GetResultInput names a turn of the binding's tenant.
 type GetResultInput struct {
 	JobID string `json:"job_id"`
@@ -40,7 +50,8 @@ type GetResultInput struct {
 // decide is the sync operation that decides an approval: only with the
 // binding's approver role, and only of the binding's tenant's turns
 // (the job id is looked up in that tenant).
-func decide(b Binding) nexus.Operation[json.RawMessage, contract.ApprovalAck] {
+func (d door) decide() nexus.Operation[json.RawMessage, contract.ApprovalAck] {
+	b := d.b
 	return nexus.NewSyncOperation(OpDecide, func(ctx context.Context, raw json.RawMessage, _ nexus.StartOperationOptions) (contract.ApprovalAck, error) {
 		if !b.may(RoleApprover) {
 			return contract.ApprovalAck{}, unauthorized(OpDecide, RoleApprover)
@@ -52,6 +63,9 @@ func decide(b Binding) nexus.Operation[json.RawMessage, contract.ApprovalAck] {
 		if in.JobID == "" || in.CallID == "" {
 			return contract.ApprovalAck{}, badRequest(op(OpDecide), "job_id and call_id are needed")
 		}
+		if _, err := d.o.Intake.ForTurn(ctx, b.TenantID, in.JobID, &in.Reason); err != nil {
+			return contract.ApprovalAck{}, handlerError(OpDecide, err)
+		}
 		c := b.Caller()
 		ack, err := turnclient.Approve(ctx, temporalnexus.GetClient(ctx), contract.TurnWorkflowID(b.TenantID, in.JobID), agent.ApprovalDecision{
 			CallID: in.CallID, ApprovalID: in.ApprovalID, Approved: in.Approved, Reason: in.Reason,
@@ -61,10 +75,40 @@ func decide(b Binding) nexus.Operation[json.RawMessage, contract.ApprovalAck] {
 	})
 }
 
+// answer is the sync operation that answers a question of a turn of the
+// binding's tenant, as the binding's caller; the answer is redacted by
+// the tenant's PII rules, as every door's.
+func (d door) answer() nexus.Operation[json.RawMessage, contract.AnswerAck] {
+	b := d.b
+	return nexus.NewSyncOperation(OpAnswer, func(ctx context.Context, raw json.RawMessage, _ nexus.StartOperationOptions) (contract.AnswerAck, error) {
+		if !b.may(RoleUser) {
+			return contract.AnswerAck{}, unauthorized(OpAnswer, RoleUser)
+		}
+		in, err := decode[AnswerInput](OpAnswer, raw)
+		if err != nil {
+			return contract.AnswerAck{}, err
+		}
+		c := b.Caller()
+		a := agent.Answer{CallID: in.CallID, Text: in.Answer, Answerer: c.Name, Roles: c.Roles, AnswererIssuer: c.Issuer, AnswererSubject: c.Subject}
+		if in.JobID == "" {
+			return contract.AnswerAck{}, badRequest(op(OpAnswer), "job_id is needed")
+		}
+		if err := a.Validate(); err != nil {
+			return contract.AnswerAck{}, badRequest(op(OpAnswer), err.Error())
+		}
+		if _, err := d.o.Intake.ForTurn(ctx, b.TenantID, in.JobID, &a.Text); err != nil {
+			return contract.AnswerAck{}, handlerError(OpAnswer, err)
+		}
+		ack, err := turnclient.Answer(ctx, temporalnexus.GetClient(ctx), contract.TurnWorkflowID(b.TenantID, in.JobID), a)
+		return ack, handlerError(OpAnswer, err)
+	})
+}
+
 // getResult is the sync operation that reads a closed turn's result of
 // the binding's tenant; a turn still running is a bad request that
 // says so (run_turn waits for one).
-func getResult(b Binding) nexus.Operation[json.RawMessage, agent.TurnResult] {
+func (d door) getResult() nexus.Operation[json.RawMessage, agent.TurnResult] {
+	b := d.b
 	return nexus.NewSyncOperation(OpGetResult, func(ctx context.Context, raw json.RawMessage, _ nexus.StartOperationOptions) (agent.TurnResult, error) {
 		if !b.may(RoleUser) {
 			return agent.TurnResult{}, unauthorized(OpGetResult, RoleUser)

@@ -26,6 +26,7 @@ import (
 	"github.com/agentflow/agentflow/internal/nexusdoor"
 	"github.com/agentflow/agentflow/internal/program"
 	"github.com/agentflow/agentflow/internal/telemetry"
+	"github.com/agentflow/agentflow/internal/tenant"
 	"github.com/agentflow/agentflow/internal/tools"
 	"github.com/agentflow/agentflow/internal/tools/mcptool"
 	"github.com/agentflow/agentflow/internal/tools/temporaltool"
@@ -81,7 +82,7 @@ func (s *Server) newWorker() error {
 // agentflow.v1.Agents as that binding.
 func (s *Server) newNexusWorkers() error {
 	for _, b := range s.cfg.NexusBindings {
-		svc, err := nexusdoor.NewService(b, s.cfg.TaskQueue)
+		svc, err := nexusdoor.NewService(b, nexusdoor.Options{TurnQueue: s.cfg.TaskQueue, Intake: tenant.Intake{Tenants: s.tenants, Vault: s.vault}})
 		if err != nil {
 			return err
 		}
