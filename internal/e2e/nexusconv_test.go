@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -126,6 +127,8 @@ func TestAgentsNexusConversation(t *testing.T) {
 	require.Equal(t, agent.ChannelNexus, req.Channel)
 	require.Equal(t, "trip-process", req.Caller.Name)
 	require.Equal(t, session, req.SessionID)
+	require.True(t, linked(ctx, cc, caller.GetID(), enumspb.EVENT_TYPE_NEXUS_OPERATION_STARTED, srv.Namespace, turn),
+		"the caller's operation links to the turn it attached to")
 
 	// The conversation's next message: a turn that answers at once.
 	require.NoError(t, start("SendAgentMessage", agentflow.SendMessageInput{SessionID: session, Prompt: "Thanks"}).Get(ctx, &sent))

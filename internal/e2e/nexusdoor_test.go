@@ -112,6 +112,11 @@ func TestAgentsNexusService(t *testing.T) {
 	require.Equal(t, "billing-process", req.Caller.Name)
 	require.Equal(t, nexusdoor.IssuerEndpoint, req.Caller.Issuer)
 	requireApprover(ctx, t, srv.Client(), turn, "billing-process")
+	// The hop is linked both ways, as the Web UI shows it.
+	require.True(t, linked(ctx, cc, caller.GetID(), enumspb.EVENT_TYPE_NEXUS_OPERATION_STARTED, srv.Namespace, turn),
+		"the caller's operation links to the turn")
+	require.True(t, linked(ctx, srv.Client(), turn, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, callers, caller.GetID()),
+		"the turn links back to its caller")
 
 	// An input that names a tenant is refused, and nothing starts.
 	refusedWith(start("CallAgents", opCall{Endpoint: endpoint, Op: nexusdoor.OpRunTurn,
