@@ -3,6 +3,7 @@ package agentflow
 import (
 	"github.com/nexus-rpc/sdk-go/nexus"
 
+	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/nexusdoor"
 )
@@ -22,6 +23,15 @@ const AgentsService = nexusdoor.Service
 // agent, job, session and timeout as a door's request names them. The
 // tenant and the caller are the endpoint's.
 type RunTurnInput = nexusdoor.RunTurnInput
+
+// TurnContext is what a caller's process hands a turn
+// (RunTurnInput.Context): earlier steps' results by reference
+// (PreviousResults), where its workflow stands, metadata.
+type TurnContext = agent.TurnContext
+
+// PreviousResult points at an earlier step's result by its result_ref
+// (a TurnResult's ResultRef), named by the step's node id.
+type PreviousResult = agent.PreviousResult
 
 // RunTurn runs a turn and answers with its result (async, backed by the
 // turn's workflow: cancelling the operation cancels the turn).

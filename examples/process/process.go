@@ -1,7 +1,10 @@
 // Package process is an example "intelligent process": an application's
-// workflow that runs agentflow turns as steps. It knows agentflow only by
-// the contract's names and JSON, as a workflow written with any other SDK
-// would; its own worker (./worker) runs it on a task queue of its own.
+// workflow that runs agentflow turns as steps, on a worker and a task
+// queue of its own (./worker). AgentProcessNexusExample calls the agents
+// through a Nexus endpoint (the service agentflow.v1.Agents), from any
+// namespace; AgentProcessExample runs each turn as a child workflow, in
+// agentflow's namespace, knowing agentflow only by the contract's names
+// and JSON, as a workflow written with any other SDK would.
 package process
 
 import (
@@ -22,11 +25,13 @@ const Name = "AgentProcessExample"
 // TaskQueue is the example worker's default task queue.
 const TaskQueue = "agentflow-examples"
 
-// Register registers the example workflow under Name.
+// Register registers the example workflows: AgentProcessExample under
+// Name and AgentProcessNexusExample under NexusName.
 func Register(r interface {
 	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
 }) {
 	r.RegisterWorkflowWithOptions(AgentProcessExample, workflow.RegisterOptions{Name: Name})
+	r.RegisterWorkflowWithOptions(AgentProcessNexusExample, workflow.RegisterOptions{Name: NexusName})
 }
 
 // Input asks the process to answer a question and check the answer.

@@ -1,14 +1,22 @@
-// Command worker runs the example process (package process) on a task
-// queue of its own, beside agentflow's workers:
+// Command worker runs the example processes (package process) on a task
+// queue of its own. AgentProcessNexusExample calls agentflow's agents
+// through the Nexus endpoint agents, so its worker runs in the callers'
+// namespace (teams, under `go tool task up`):
+//
+//	TEMPORAL_NAMESPACE=teams go run ./examples/process/worker
+//	temporal workflow execute --namespace teams --type AgentProcessNexusExample \
+//	  --task-queue agentflow-examples --input '{"question":"What is 12.5 * 4?"}'
+//
+// AgentProcessExample runs the turns as child workflows on agentflow's
+// workers (task queue agentflow; the input's task_queue names another),
+// so its worker runs in agentflow's namespace:
 //
 //	go run ./examples/process/worker
 //	temporal workflow execute --type AgentProcessExample --task-queue agentflow-examples \
 //	  --input '{"tenant_id":"demo","question":"What is 12.5 * 4?"}'
 //
-// The turns themselves run on agentflow's workers (task queue agentflow;
-// the input's task_queue names another). It reads TEMPORAL_ADDRESS and
-// TEMPORAL_NAMESPACE like agentflow's worker, and EXAMPLE_TASK_QUEUE for
-// its own task queue.
+// It reads TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE (default: default)
+// like agentflow's worker, and EXAMPLE_TASK_QUEUE for its own task queue.
 package main
 
 import (
