@@ -70,8 +70,8 @@ func answerVia(endpoint string) func(workflow.Context, agentflow.AnswerInput) (a
 // from the operation's token while the turn runs, the turn's events are
 // read by that id, its question is answered through the answer operation
 // as the binding's caller, and the operation's result is the turn's. A
-// second message to the same conversation answers from its transcript's
-// turn; cancelling a message's operation cancels its turn.
+// message sent again answers at once with the ended turn's result; the
+// next message is the conversation's next turn; cancelling a message's operation cancels its turn.
 func TestAgentsNexusConversation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -129,6 +129,13 @@ func TestAgentsNexusConversation(t *testing.T) {
 	require.Equal(t, session, req.SessionID)
 	require.True(t, linked(ctx, cc, caller.GetID(), enumspb.EVENT_TYPE_NEXUS_OPERATION_STARTED, srv.Namespace, turn),
 		"the caller's operation links to the turn it attached to")
+
+	// The same message again: the conversation answers with the turn its
+	// job id started, which has ended, and the operation answers at once
+	// with that turn's result.
+	require.NoError(t, start("SendAgentMessage", agentflow.SendMessageInput{SessionID: session, Prompt: "Book a trip", JobID: job}).Get(ctx, &sent))
+	require.Equal(t, "Booked for Paris.", sent.Result.Output)
+	require.Empty(t, sent.Stream, "answered at once: no operation token")
 
 	// The conversation's next message: a turn that answers at once.
 	require.NoError(t, start("SendAgentMessage", agentflow.SendMessageInput{SessionID: session, Prompt: "Thanks"}).Get(ctx, &sent))
