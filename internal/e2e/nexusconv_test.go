@@ -71,7 +71,8 @@ func answerVia(endpoint string) func(workflow.Context, agentflow.AnswerInput) (a
 // read by that id, its question is answered through the answer operation
 // as the binding's caller, and the operation's result is the turn's. A
 // message sent again answers at once with the ended turn's result; the
-// next message is the conversation's next turn; cancelling a message's operation cancels its turn.
+// next message is the conversation's next turn; cancelling a message's
+// operation cancels its turn.
 func TestAgentsNexusConversation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
