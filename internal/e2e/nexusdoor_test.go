@@ -112,6 +112,12 @@ func TestAgentsNexusService(t *testing.T) {
 	require.Equal(t, "billing-process", req.Caller.Name)
 	require.Equal(t, nexusdoor.IssuerEndpoint, req.Caller.Issuer)
 	requireApprover(ctx, t, srv.Client(), turn, "billing-process")
+	// The same request again (its job id) is answered with the ended
+	// turn's result; another request under that job id is refused.
+	var again agentflow.TurnResult
+	require.NoError(t, start("RunAgentTurn", agentflow.RunTurnInput{Prompt: "What is 6 * 7?", JobID: job}).Get(ctx, &again))
+	require.Equal(t, res, again)
+	refusedWith(start("RunAgentTurn", agentflow.RunTurnInput{Prompt: "What is 7 * 7?", JobID: job}).Get(ctx, &again), "names another request")
 	// The hop is linked both ways, as the Web UI shows it.
 	require.True(t, linked(ctx, cc, caller.GetID(), enumspb.EVENT_TYPE_NEXUS_OPERATION_STARTED, srv.Namespace, turn),
 		"the caller's operation links to the turn")

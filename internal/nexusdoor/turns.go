@@ -54,7 +54,10 @@ type RunTurnInput struct {
 }
 
 // runTurn is the async operation backed by the turn's workflow: its
-// result is the turn's, and cancelling it cancels the turn.
+// result is the turn's, and cancelling it cancels the turn. A job id
+// whose turn exists backs the operation with that turn when it is the
+// same request (answered at once if it has ended), and is refused when
+// it is another.
 func (d door) runTurn() (nexus.Operation[json.RawMessage, agent.TurnResult], error) {
 	op, err := temporalnexus.NewWorkflowRunOperationWithOptions(temporalnexus.WorkflowRunOperationOptions[json.RawMessage, agent.TurnResult]{
 		Name: OpRunTurn,
@@ -63,13 +66,39 @@ func (d door) runTurn() (nexus.Operation[json.RawMessage, agent.TurnResult], err
 			if err != nil {
 				return nil, err
 			}
-			return temporalnexus.ExecuteUntypedWorkflow[agent.TurnResult](ctx, o, turnclient.StartOptions(d.o.TurnQueue, req), contract.AgentTurn, req)
+			opts := turnclient.StartOptions(d.o.TurnQueue, req)
+			h, err := temporalnexus.ExecuteUntypedWorkflow[agent.TurnResult](ctx, o, opts, contract.AgentTurn, req)
+			started, ok := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err)
+			if !ok {
+				return h, err
+			}
+			// The job has a run: the same request is backed by it, as a
+			// door's repeated start attaches to it; another is refused.
+			if err := turnclient.SameRequest(ctx, temporalnexus.GetClient(ctx), nil, opts.ID, started.RunId, req); err != nil {
+				return nil, handlerError(OpRunTurn, err)
+			}
+			return d.attach(ctx, o, opts.ID)
 		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nexus operation %s: %w", OpRunTurn, err)
 	}
-	return op, nil
+	return turnOperation{op}, nil
+}
+
+// attach backs an operation with the turn workflow id: the operation
+// attaches to the running turn and never starts one, nor another run of
+// one that has ended (endedTurn).
+func (d door) attach(ctx context.Context, o nexus.StartOperationOptions, id string) (temporalnexus.WorkflowHandle[agent.TurnResult], error) {
+	h, err := temporalnexus.ExecuteUntypedWorkflow[agent.TurnResult](ctx, o, client.StartWorkflowOptions{
+		ID: id, TaskQueue: d.o.TurnQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, contract.AgentTurn)
+	if _, ok := errors.AsType[*serviceerror.WorkflowExecutionAlreadyStarted](err); ok {
+		return nil, endedTurn{id: id}
+	}
+	return h, err
 }
 
 // turnRequest is the turn b's caller asks for with raw: the tenant and
@@ -144,24 +173,13 @@ func (d door) sendMessage() (nexus.Operation[json.RawMessage, agent.TurnResult],
 			if err != nil {
 				return nil, err
 			}
-			h, err := temporalnexus.ExecuteUntypedWorkflow[agent.TurnResult](ctx, o, client.StartWorkflowOptions{
-				ID: id, TaskQueue: d.o.TurnQueue,
-				// Attach to the running turn; never start one, nor
-				// another run of one that has ended.
-				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-				WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			}, contract.AgentTurn)
-			var started *serviceerror.WorkflowExecutionAlreadyStarted
-			if errors.As(err, &started) {
-				return nil, endedTurn{id: id}
-			}
-			return h, err
+			return d.attach(ctx, o, id)
 		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nexus operation %s: %w", OpSendMessage, err)
 	}
-	return sendOperation{op}, nil
+	return turnOperation{op}, nil
 }
 
 // send sends raw's message to its conversation and returns the workflow
@@ -222,14 +240,14 @@ type endedTurn struct{ id string }
 
 func (e endedTurn) Error() string { return "turn " + e.id + " has ended" }
 
-// sendOperation answers with the turn's result at once when the turn
-// ended before the operation attached to it.
-type sendOperation struct {
+// turnOperation answers with the turn's result at once when the turn
+// had ended before the operation could attach to it.
+type turnOperation struct {
 	nexus.Operation[json.RawMessage, agent.TurnResult]
 }
 
 // Start implements nexus.OperationHandler.
-func (o sendOperation) Start(ctx context.Context, raw json.RawMessage, opts nexus.StartOperationOptions) (nexus.HandlerStartOperationResult[agent.TurnResult], error) {
+func (o turnOperation) Start(ctx context.Context, raw json.RawMessage, opts nexus.StartOperationOptions) (nexus.HandlerStartOperationResult[agent.TurnResult], error) {
 	r, err := o.Operation.Start(ctx, raw, opts)
 	var ended endedTurn
 	if !errors.As(err, &ended) {
@@ -244,7 +262,7 @@ func (o sendOperation) Start(ctx context.Context, raw json.RawMessage, opts nexu
 	}
 	var done *temporal.WorkflowExecutionError
 	if !errors.As(err, &done) {
-		return nil, handlerError(OpSendMessage, err)
+		return nil, handlerError(o.Name(), err)
 	}
 	state := nexus.OperationStateFailed
 	var canceled *temporal.CanceledError

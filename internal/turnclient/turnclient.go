@@ -131,15 +131,25 @@ func StartEval(ctx context.Context, c client.Client, taskQueue string, in agent.
 
 // attach returns the run of a job that had started, if it runs req.
 func attach(ctx context.Context, c client.Client, dc converter.DataConverter, workflowID, runID string, req agent.TurnRequest) (client.WorkflowRun, error) {
-	hash, startedAt, err := runRequestHash(ctx, c, dc, workflowID, runID)
-	if err != nil {
-		return nil, workflowError(fmt.Sprintf("turn %q", workflowID), err)
-	}
-	if hash != req.Hash() {
-		return nil, agent.Errorf(agent.CodeConflict, "job id %q names another request (started %s); use a new job id",
-			req.JobID, startedAt.UTC().Format(time.RFC3339))
+	if err := SameRequest(ctx, c, dc, workflowID, runID, req); err != nil {
+		return nil, err
 	}
 	return c.GetWorkflow(ctx, workflowID, runID), nil
+}
+
+// SameRequest says whether the run runID of turn workflowID runs req: a
+// start that finds its job's run attaches to it only then, and is
+// refused (CodeConflict) when the job id names another request.
+func SameRequest(ctx context.Context, c client.Client, dc converter.DataConverter, workflowID, runID string, req agent.TurnRequest) error {
+	hash, startedAt, err := runRequestHash(ctx, c, dc, workflowID, runID)
+	if err != nil {
+		return workflowError(fmt.Sprintf("turn %q", workflowID), err)
+	}
+	if hash != req.Hash() {
+		return agent.Errorf(agent.CodeConflict, "job id %q names another request (started %s); use a new job id",
+			req.JobID, startedAt.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // runRequestHash returns the hash of the request a turn's run runs, and
