@@ -28,6 +28,10 @@
 // each call once. Another (replay.go) replays 1,000 recorded turns as
 // evaluations, once undisturbed and once through a SIGKILLed worker, and
 // checks that the two reports are equal and that no tool was called.
+// Another (nexus.go) runs a turn through the Nexus service from a
+// workflow of another namespace, through a killed worker and a restarted
+// Temporal server, and checks that the caller's operation gets the one
+// result.
 //
 // `go tool task chaos` runs every trial in full and prints the table;
 // `go tool task test` runs the short version (a run or two of each).

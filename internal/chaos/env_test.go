@@ -61,6 +61,9 @@ type env struct {
 	// embedDelay, when positive, slows every embeddings request by that
 	// many nanoseconds (ingest.go).
 	embedDelay atomic.Int64
+	// nexusReady says the callers' namespace and the Nexus endpoint are
+	// made (nexus.go).
+	nexusReady bool
 }
 
 // note adds a line to the current run's report.
@@ -164,7 +167,8 @@ func (e *env) startTopology(ctx context.Context, dir string, devServer bool, mod
 				return nil
 			}
 			e.proxies = append(e.proxies, p)
-			return []string{"TEMPORAL_ADDRESS=" + p.Addr()}
+			// The workers serve the suite's Nexus endpoint (nexus.go).
+			return []string{"TEMPORAL_ADDRESS=" + p.Addr(), nexusBinding}
 		},
 		Env: []string{
 			"OPENAI_BASE_URL=http://" + modelAddr + "/v1",

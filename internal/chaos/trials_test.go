@@ -102,6 +102,8 @@ func trials() []trial {
 		{id: "mcp-kill", name: "MCP server killed mid-call", runs: 3, short: 1, turn: workTurn, on: onStart, strike: killMCP},
 		{id: "conv-roll", name: "conversation continued-as-new while a worker dies", runs: 2, short: 1, custom: conversationRoll},
 		{id: "mcp-gateway-kill", name: "SIGKILL the gateway an MCP client calls through", runs: 3, short: 1, custom: mcpGatewayKill},
+		{id: "nexus-faults", name: "a turn started through the Nexus service survives a killed worker and a restarted Temporal server: the caller's operation gets the one result", runs: 3, short: 1,
+			custom: nexusFaults},
 		{id: "approval-down", name: "approval decided while every worker is down", runs: 3, short: 1,
 			turn: computeTurn("", "ops"), on: onApproval, strike: approveWhileDown},
 		// 60 calls in the short run (longturn.go).
