@@ -32,8 +32,9 @@ const callers = "teams"
 // through the endpoint the operator bound to tenant care, decides its
 // approval through the decide operation (the approver is the binding's
 // name), and gets its result, from run_turn and from get_result. The
-// endpoint bound to tenant demo finds no such turn to decide or read;
-// an input naming a tenant is refused, saying why. Cancelling the
+// endpoint bound to tenant demo finds no such turn to decide, answer or
+// read (and cancels none: TestCancelOtherTenant); an input naming a
+// tenant is refused, saying why. Cancelling the
 // operation cancels the turn, which ends CANCELED.
 func TestAgentsNexusService(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -96,6 +97,8 @@ func TestAgentsNexusService(t *testing.T) {
 	// the job is looked up in its own tenant.
 	refusedWith(start("CallAgents", opCall{Endpoint: other, Op: nexusdoor.OpDecide, Input: decision}).Get(ctx, &out), "no such turn")
 	refusedWith(start("CallAgents", opCall{Endpoint: other, Op: nexusdoor.OpGetResult, Input: map[string]any{"job_id": job}}).Get(ctx, &out), "no such turn")
+	refusedWith(start("CallAgents", opCall{Endpoint: other, Op: nexusdoor.OpAnswer,
+		Input: map[string]any{"job_id": job, "call_id": pending.CallID, "answer": "yes"}}).Get(ctx, &out), "no such turn")
 	refusedWith(start("CallAgents", opCall{Endpoint: endpoint, Op: nexusdoor.OpGetResult, Input: map[string]any{"job_id": job}}).Get(ctx, &out), "still running")
 	// The approval, through the decide operation, as the binding's approver.
 	require.NoError(t, start("CallAgents", opCall{Endpoint: endpoint, Op: nexusdoor.OpDecide, Input: decision}).Get(ctx, &out))

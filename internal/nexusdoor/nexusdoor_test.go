@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
@@ -155,5 +156,29 @@ func TestStreamOf(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.want, got)
 		})
+	}
+}
+
+// TestCancelOtherTenant: a cancel names its turn by the operation's
+// token, which a caller may forge; a token of another tenant's turn, or
+// no turn's, is refused before anything is cancelled.
+func TestCancelOtherTenant(t *testing.T) {
+	token := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	d := door{b: Binding{TaskQueue: "q", TenantID: "acme", Roles: []string{"user"}}, o: Options{TurnQueue: "agentflow"}}
+	run, err := d.runTurn()
+	require.NoError(t, err)
+	send, err := d.sendMessage()
+	require.NoError(t, err)
+	for _, op := range []nexus.Operation[json.RawMessage, agent.TurnResult]{run, send} {
+		for _, tc := range []struct{ token, want string }{
+			{token(`{"t":1,"ns":"default","wid":"turn/beta/j1"}`), "no such turn of the endpoint's tenant"},
+			{token(`{"t":1,"ns":"default","wid":"conv/acme/s1"}`), "operation token"},
+			{"%%%", "operation token"},
+		} {
+			err := op.Cancel(context.Background(), tc.token, nexus.CancelOperationOptions{})
+			var he *nexus.HandlerError
+			require.True(t, errors.As(err, &he), "%s: a handler error: %v", op.Name(), err)
+			require.Contains(t, he.Error()+" "+fmt.Sprint(he.Cause), tc.want, op.Name())
+		}
 	}
 }

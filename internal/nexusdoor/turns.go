@@ -83,7 +83,7 @@ func (d door) runTurn() (nexus.Operation[json.RawMessage, agent.TurnResult], err
 	if err != nil {
 		return nil, fmt.Errorf("nexus operation %s: %w", OpRunTurn, err)
 	}
-	return turnOperation{op}, nil
+	return turnOperation{op, d.b.TenantID}, nil
 }
 
 // attach backs an operation with the turn workflow id: the operation
@@ -179,7 +179,7 @@ func (d door) sendMessage() (nexus.Operation[json.RawMessage, agent.TurnResult],
 	if err != nil {
 		return nil, fmt.Errorf("nexus operation %s: %w", OpSendMessage, err)
 	}
-	return turnOperation{op}, nil
+	return turnOperation{op, d.b.TenantID}, nil
 }
 
 // send sends raw's message to its conversation and returns the workflow
@@ -241,9 +241,25 @@ type endedTurn struct{ id string }
 func (e endedTurn) Error() string { return "turn " + e.id + " has ended" }
 
 // turnOperation answers with the turn's result at once when the turn
-// had ended before the operation could attach to it.
+// had ended before the operation could attach to it, and cancels only
+// turns of the binding's tenant.
 type turnOperation struct {
 	nexus.Operation[json.RawMessage, agent.TurnResult]
+	tenantID string
+}
+
+// Cancel implements nexus.OperationHandler: the token names the turn to
+// cancel, and a token is whatever the request says, so a turn of another
+// tenant is not found, as at every operation.
+func (o turnOperation) Cancel(ctx context.Context, token string, opts nexus.CancelOperationOptions) error {
+	stream, err := StreamOf(token)
+	if err != nil {
+		return badRequest("cancel "+o.Name(), err.Error())
+	}
+	if tenant, _ := agent.StreamTenant(stream); tenant != o.tenantID {
+		return nexus.HandlerErrorf(nexus.HandlerErrorTypeNotFound, "cancel %s: no such turn of the endpoint's tenant", o.Name())
+	}
+	return o.Operation.Cancel(ctx, token, opts)
 }
 
 // Start implements nexus.OperationHandler.
