@@ -14,7 +14,6 @@ import (
 	"github.com/agentflow/agentflow"
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/nexusdoor"
 	"github.com/agentflow/agentflow/internal/testserver"
 	"github.com/agentflow/agentflow/internal/turnclient"
@@ -80,17 +79,12 @@ func TestAgentsNexusConversation(t *testing.T) {
 	endpoint := "agents-conv-" + id
 	srv := testserver.Start(t, testserver.Options{Script: askScript, Catalogs: []string{askCatalog},
 		NexusBindings: []nexusdoor.Binding{{TaskQueue: endpoint, TenantID: "demo", Roles: []string{"user"}, Name: "trip-process"}}})
-	require.NoError(t, devstack.EnsureNamespace(ctx, srv.Address, callers))
-	require.NoError(t, devstack.EnsureNexusEndpoint(ctx, srv.Client(), devstack.NexusEndpoint{Name: endpoint, Namespace: srv.Namespace, TaskQueue: endpoint}))
-	cc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: callers})
-	require.NoError(t, err)
-	t.Cleanup(cc.Close)
+	cc := callerClient(ctx, t, srv.Address, srv.Client(), srv.Namespace, endpoint)
 	queue := "trips-" + id
-	w := worker.New(cc, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(sendVia(endpoint), workflow.RegisterOptions{Name: "SendAgentMessage"})
-	w.RegisterWorkflowWithOptions(answerVia(endpoint), workflow.RegisterOptions{Name: "AnswerAgent"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	callerWorker(t, cc, queue, func(w worker.Worker) {
+		w.RegisterWorkflowWithOptions(sendVia(endpoint), workflow.RegisterOptions{Name: "SendAgentMessage"})
+		w.RegisterWorkflowWithOptions(answerVia(endpoint), workflow.RegisterOptions{Name: "AnswerAgent"})
+	})
 	start := func(workflowType string, in any) client.WorkflowRun {
 		r, err := cc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, workflowType, in)
 		require.NoError(t, err)
@@ -107,6 +101,7 @@ func TestAgentsNexusConversation(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond, "the caller has the turn's stream id while the turn runs")
 	require.Equal(t, turn, stream)
 	var questions []agent.PendingQuestion
+	var err error
 	require.Eventually(t, func() bool {
 		questions, err = turnclient.PendingQuestions(ctx, srv.Client(), stream)
 		return err == nil && len(questions) == 1

@@ -46,10 +46,7 @@ func TestAgentsNexusService(t *testing.T) {
 			{TaskQueue: endpoint, TenantID: "care", Roles: []string{"user", "approver"}, Name: "billing-process"},
 			{TaskQueue: other, TenantID: "demo", Roles: []string{"user", "approver"}, Name: "demo-process"},
 		}})
-	require.NoError(t, devstack.EnsureNamespace(ctx, srv.Address, callers))
-	for _, e := range []string{endpoint, other} {
-		require.NoError(t, devstack.EnsureNexusEndpoint(ctx, srv.Client(), devstack.NexusEndpoint{Name: e, Namespace: srv.Namespace, TaskQueue: e}))
-	}
+	cc := callerClient(ctx, t, srv.Address, srv.Client(), srv.Namespace, endpoint, other)
 
 	// The billing team's workflows, in their own namespace.
 	// call calls any operation through either endpoint, with any input.
@@ -63,15 +60,11 @@ func TestAgentsNexusService(t *testing.T) {
 			ExecuteOperation(ctx, in.Op, in.Input, workflow.NexusOperationOptions{}).Get(ctx, &out)
 		return out, err
 	}
-	cc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: callers})
-	require.NoError(t, err)
-	t.Cleanup(cc.Close)
 	queue := "billing-" + id
-	w := worker.New(cc, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(runVia(endpoint), workflow.RegisterOptions{Name: "RunAgentTurn"})
-	w.RegisterWorkflowWithOptions(call, workflow.RegisterOptions{Name: "CallAgents"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	callerWorker(t, cc, queue, func(w worker.Worker) {
+		w.RegisterWorkflowWithOptions(runVia(endpoint), workflow.RegisterOptions{Name: "RunAgentTurn"})
+		w.RegisterWorkflowWithOptions(call, workflow.RegisterOptions{Name: "CallAgents"})
+	})
 	start := func(workflowType string, in any) client.WorkflowRun {
 		r, err := cc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, workflowType, in)
 		require.NoError(t, err)
@@ -165,13 +158,9 @@ func TestAgentsNexusServiceTypeScript(t *testing.T) {
 	endpoint := "agents-ts-" + id
 	srv := testserver.Start(t, testserver.Options{Script: testScript, Catalogs: []string{careCatalog},
 		NexusBindings: []nexusdoor.Binding{{TaskQueue: endpoint, TenantID: "care", Roles: []string{"user", "approver"}, Name: "ts-process"}}})
-	require.NoError(t, devstack.EnsureNamespace(ctx, srv.Address, callers))
-	require.NoError(t, devstack.EnsureNexusEndpoint(ctx, srv.Client(), devstack.NexusEndpoint{Name: endpoint, Namespace: srv.Namespace, TaskQueue: endpoint}))
+	cc := callerClient(ctx, t, srv.Address, srv.Client(), srv.Namespace, endpoint)
 	queue := "process-ts-" + id
 	startNodeWorker(t, dir, "TEMPORAL_ADDRESS="+srv.Address, "TEMPORAL_NAMESPACE="+callers, "PROCESS_TASK_QUEUE="+queue)
-	cc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: callers})
-	require.NoError(t, err)
-	t.Cleanup(cc.Close)
 
 	job := "nexus-ts-" + id
 	caller, err := cc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue}, "runAgentTurn", endpoint,
@@ -190,6 +179,31 @@ func TestAgentsNexusServiceTypeScript(t *testing.T) {
 	require.Equal(t, agent.StatusCompleted, res.Status, "%+v", res.Error)
 	require.Equal(t, "The result is 42.", res.Output)
 	requireApprover(ctx, t, srv.Client(), turn, "ts-process")
+}
+
+// callerClient makes namespace callers and an endpoint named as its
+// queue for each of endpoints, routed to agentflow's namespace through
+// c, and dials namespace callers at address.
+func callerClient(ctx context.Context, t *testing.T, address string, c client.Client, namespace string, endpoints ...string) client.Client {
+	t.Helper()
+	require.NoError(t, devstack.EnsureNamespace(ctx, address, callers))
+	for _, e := range endpoints {
+		require.NoError(t, devstack.EnsureNexusEndpoint(ctx, c, devstack.NexusEndpoint{Name: e, Namespace: namespace, TaskQueue: e}))
+	}
+	cc, err := client.Dial(client.Options{HostPort: address, Namespace: callers})
+	require.NoError(t, err)
+	t.Cleanup(cc.Close)
+	return cc
+}
+
+// callerWorker runs the workflows register registers on queue of the
+// callers' namespace, until the test ends.
+func callerWorker(t *testing.T, cc client.Client, queue string, register func(worker.Worker)) {
+	t.Helper()
+	w := worker.New(cc, queue, worker.Options{})
+	register(w)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
 }
 
 // runVia is the billing team's workflow that runs a turn through
@@ -239,16 +253,11 @@ func TestAgentsNexusServiceWorkerKilled(t *testing.T) {
 	p.environ = append(p.environ, nexusdoor.EnvBindings+"="+endpoint+"=care:user+approver:billing-process")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	require.NoError(t, devstack.EnsureNamespace(ctx, p.address, callers))
-	require.NoError(t, devstack.EnsureNexusEndpoint(ctx, p.client, devstack.NexusEndpoint{Name: endpoint, Namespace: p.namespace, TaskQueue: endpoint}))
-	cc, err := client.Dial(client.Options{HostPort: p.address, Namespace: callers})
-	require.NoError(t, err)
-	t.Cleanup(cc.Close)
+	cc := callerClient(ctx, t, p.address, p.client, p.namespace, endpoint)
 	queue := "billing-kill-" + id
-	w := worker.New(cc, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(runVia(endpoint), workflow.RegisterOptions{Name: "RunAgentTurn"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	callerWorker(t, cc, queue, func(w worker.Worker) {
+		w.RegisterWorkflowWithOptions(runVia(endpoint), workflow.RegisterOptions{Name: "RunAgentTurn"})
+	})
 
 	first := p.startWorker()
 	job := "nexus-kill-" + id

@@ -12,7 +12,6 @@ import (
 	"github.com/agentflow/agentflow/examples/process"
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
-	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/nexusdoor"
 	"github.com/agentflow/agentflow/internal/testserver"
 )
@@ -47,16 +46,9 @@ func TestProcessThroughNexus(t *testing.T) {
 	endpoint := "agents-process-" + id
 	srv := testserver.Start(t, testserver.Options{Script: processNexusScript, Catalogs: []string{testCatalog},
 		NexusBindings: []nexusdoor.Binding{{TaskQueue: endpoint, TenantID: "demo", Roles: []string{"user"}, Name: "process-team"}}})
-	require.NoError(t, devstack.EnsureNamespace(ctx, srv.Address, callers))
-	require.NoError(t, devstack.EnsureNexusEndpoint(ctx, srv.Client(), devstack.NexusEndpoint{Name: endpoint, Namespace: srv.Namespace, TaskQueue: endpoint}))
-	cc, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: callers})
-	require.NoError(t, err)
-	t.Cleanup(cc.Close)
+	cc := callerClient(ctx, t, srv.Address, srv.Client(), srv.Namespace, endpoint)
 	queue := "examples-" + id
-	w := worker.New(cc, queue, worker.Options{})
-	process.Register(w)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	callerWorker(t, cc, queue, func(w worker.Worker) { process.Register(w) })
 
 	run, err := cc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "process-nexus-" + id, TaskQueue: queue},
 		process.NexusName, process.NexusInput{Question: "tell a story", Endpoint: endpoint})
