@@ -62,6 +62,7 @@ tools:
                   content: {application/json: {schema: {type: object}}}
   - name: lookup_order
     kind: activity
+    description: Looks an order up by its id.
     approval: never
     delivery: idempotent
     parameters: {type: object, properties: {id: {type: string}}, required: [id]}

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,7 +64,8 @@ type nexusCall struct {
 // child's, the history events of one caller workflow of each, and, from
 // the histories' timestamps, the p50 of how long the turn took to be
 // started once the caller asked for it and how long its result took to
-// reach the caller's history once the turn closed.
+// reach the caller's history once the turn closed; then each path's
+// throughput, 96 callers 16 at a time.
 func BenchmarkNexusTurn(b *testing.B) {
 	ctx := context.Background()
 	id := strings.ToLower(testserver.RandomID())
@@ -96,21 +99,25 @@ func BenchmarkNexusTurn(b *testing.B) {
 		{"child", "ViaChild", childQueue, srv.Client()},
 		{"nexus", "ViaNexus", nexusQueue, cc},
 	}
-	// turn runs one caller of path p and returns how long it took, its
-	// workflow id and the turn's.
-	turn := func(p int, i int) (time.Duration, string, string) {
-		job := fmt.Sprintf("%s%d%s", paths[p].name, i, strings.ToLower(testserver.RandomID()))
+	// turn runs one caller of path p and returns how long it took, with
+	// its workflow id and the turn's.
+	turn := func(p int, i string) (time.Duration, callerRun, error) {
+		job := paths[p].name + i + strings.ToLower(testserver.RandomID())
 		start := time.Now()
 		run, err := paths[p].c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: paths[p].queue}, paths[p].workflow,
 			nexusCall{JobID: "nexus-bench-" + job, Prompt: "hello " + job})
-		must(b, err)
+		if err != nil {
+			return 0, callerRun{}, err
+		}
 		var res agentflow.TurnResult
-		must(b, run.Get(ctx, &res))
+		if err := run.Get(ctx, &res); err != nil {
+			return 0, callerRun{}, err
+		}
 		took := time.Since(start)
 		if res.Status != agent.StatusCompleted || res.Output != "done "+job {
-			b.Fatalf("%s turn %s: %s %q %+v", paths[p].name, job, res.Status, res.Output, res.Error)
+			return 0, callerRun{}, fmt.Errorf("%s turn %s: %s %q %+v", paths[p].name, job, res.Status, res.Output, res.Error)
 		}
-		return took, run.GetID(), contract.TurnWorkflowID("demo", "nexus-bench-"+job)
+		return took, callerRun{run.GetID(), contract.TurnWorkflowID("demo", "nexus-bench-"+job)}, nil
 	}
 	const n = 40
 	for b.Loop() {
@@ -118,31 +125,62 @@ func BenchmarkNexusTurn(b *testing.B) {
 		ran := map[string][]callerRun{}
 		for i := range n + 4 {
 			for p := range paths {
-				d, callerID, turnID := turn(p, i)
+				d, r, err := turn(p, fmt.Sprint(i))
+				must(b, err)
 				if i >= 4 { // the first few warm both paths
 					took[paths[p].name] = append(took[paths[p].name], d)
-					ran[paths[p].name] = append(ran[paths[p].name], callerRun{callerID, turnID})
+					ran[paths[p].name] = append(ran[paths[p].name], r)
 				}
 			}
 		}
-		for _, p := range paths {
-			b.ReportMetric(ms(percentile(took[p.name], 0.5)), p.name+"-p50-ms")
-			b.ReportMetric(ms(percentile(took[p.name], 0.99)), p.name+"-p99-ms")
-			// Where the time goes, read from the histories' timestamps
-			// after the timed runs.
-			var started, back []time.Duration
-			var events []string
-			for _, r := range ran[p.name] {
-				ph := phasesOf(ctx, b, p.c, srv.Client(), r)
-				started, back, events = append(started, ph.started), append(back, ph.back), ph.events
-			}
-			b.ReportMetric(ms(percentile(started, 0.5)), p.name+"-started-p50-ms")
-			b.ReportMetric(ms(percentile(back, 0.5)), p.name+"-back-p50-ms")
-			b.ReportMetric(float64(len(events)), p.name+"-caller-events")
-			b.Logf("%s caller: %d events: %s", p.name, len(events), strings.Join(events, " "))
+		for p, path := range paths {
+			b.ReportMetric(ms(percentile(took[path.name], 0.5)), path.name+"-p50-ms")
+			b.ReportMetric(ms(percentile(took[path.name], 0.99)), path.name+"-p99-ms")
+			reportPhases(ctx, b, path.name, path.c, srv.Client(), ran[path.name])
+			// Throughput: callers 16 at a time, the paths in turn.
+			b.ReportMetric(throughput(b, 96, 16, func(i int) error {
+				_, _, err := turn(p, fmt.Sprintf("c%d", i))
+				return err
+			}), path.name+"-turns/s")
 		}
 		b.ReportMetric(float64(percentile(took["nexus"], 0.5))/float64(percentile(took["child"], 0.5)), "nexus/child-p50")
 	}
+}
+
+// reportPhases reports where the time of a path's callers went, read
+// from the histories' timestamps after the timed runs, and the events of
+// one caller.
+func reportPhases(ctx context.Context, b *testing.B, name string, c, turns client.Client, ran []callerRun) {
+	var started, back []time.Duration
+	var events []string
+	for _, r := range ran {
+		ph := phasesOf(ctx, b, c, turns, r)
+		started, back, events = append(started, ph.started), append(back, ph.back), ph.events
+	}
+	b.ReportMetric(ms(percentile(started, 0.5)), name+"-started-p50-ms")
+	b.ReportMetric(ms(percentile(back, 0.5)), name+"-back-p50-ms")
+	b.ReportMetric(float64(len(events)), name+"-caller-events")
+	b.Logf("%s caller: %d events: %s", name, len(events), strings.Join(events, " "))
+}
+
+// throughput runs total callers, conc at a time, and returns how many
+// completed a second.
+func throughput(b *testing.B, total, conc int, call func(i int) error) float64 {
+	sem := make(chan struct{}, conc)
+	errs := make([]error, total)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range total {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = call(i)
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	must(b, errors.Join(errs...))
+	return float64(total) / took.Seconds()
 }
 
 // callerRun is one caller workflow and the turn it ran.
