@@ -2,6 +2,7 @@ package agentflow
 
 import (
 	"github.com/nexus-rpc/sdk-go/nexus"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/contract"
@@ -48,14 +49,27 @@ type SendMessageInput = nexusdoor.SendMessageInput
 var SendMessage = nexus.NewOperationReference[SendMessageInput, TurnResult](nexusdoor.OpSendMessage)
 
 // StreamOf is the stream id of the turn a RunTurn or SendMessage
-// operation is backed by, from the operation's token, which the caller
-// has once the operation started: follow the turn's tokens by it through
-// Workflow Streams or any door while it runs.
-//
-//	var exec workflow.NexusOperationExecution
-//	err := f.GetNexusOperationExecution().Get(ctx, &exec)
-//	stream, err := agentflow.StreamOf(exec.OperationToken)
+// operation is backed by, from the operation's token: follow the turn's
+// tokens by it through Workflow Streams or any door while it runs.
 func StreamOf(token string) (string, error) { return nexusdoor.StreamOf(token) }
+
+// Stream waits in workflow code until a RunTurn or SendMessage
+// operation has started and returns the stream id of its turn (StreamOf);
+// "" when the operation answered at once, its turn having ended.
+//
+//	f := c.ExecuteOperation(ctx, agentflow.RunTurn, in, workflow.NexusOperationOptions{})
+//	stream, err := agentflow.Stream(ctx, f)
+func Stream(ctx workflow.Context, f workflow.NexusOperationFuture) (string, error) {
+	var exec workflow.NexusOperationExecution
+	if err := f.GetNexusOperationExecution().Get(ctx, &exec); err != nil {
+		return "", err
+	}
+	if exec.OperationToken == "" {
+		return "", nil
+	}
+	// StreamOf decodes the token's JSON: a pure function of it.
+	return StreamOf(exec.OperationToken) //workflowcheck:ignore
+}
 
 // DecideInput decides a call waiting for approval in a turn of the
 // endpoint's tenant; the approver is the binding's caller, which needs

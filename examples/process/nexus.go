@@ -95,16 +95,11 @@ func (s nexusSteps) run(ctx workflow.Context, in agentflow.RunTurnInput) (agentf
 		// What the Web UI lists the step by.
 		Summary: "process " + in.NodeID,
 	})
-	var exec workflow.NexusOperationExecution
-	if err := f.GetNexusOperationExecution().Get(ctx, &exec); err != nil {
+	stream, err := agentflow.Stream(ctx, f)
+	if err != nil {
 		return res, fmt.Errorf("step %s: start: %w", in.NodeID, err)
 	}
-	if exec.OperationToken != "" { // empty: the operation answered at once
-		// StreamOf decodes the token's JSON: a pure function of it.
-		stream, err := agentflow.StreamOf(exec.OperationToken) //workflowcheck:ignore
-		if err != nil {
-			return res, fmt.Errorf("step %s: %w", in.NodeID, err)
-		}
+	if stream != "" { // "": the operation answered at once
 		s.streams[in.NodeID] = stream
 	}
 	if err := f.Get(ctx, &res); err != nil {

@@ -37,18 +37,12 @@ func sendVia(endpoint string) func(workflow.Context, agentflow.SendMessageInput)
 		}
 		f := workflow.NewNexusClient(endpoint, agentflow.AgentsService).
 			ExecuteOperation(ctx, agentflow.SendMessage, in, workflow.NexusOperationOptions{})
-		var exec workflow.NexusOperationExecution
-		if err := f.GetNexusOperationExecution().Get(ctx, &exec); err != nil {
+		stream, err := agentflow.Stream(ctx, f) // "": the turn had ended, and answered at once
+		if err != nil {
 			return out, err
 		}
-		if exec.OperationToken != "" { // empty: the turn had ended, and answered at once
-			stream, err := agentflow.StreamOf(exec.OperationToken)
-			if err != nil {
-				return out, err
-			}
-			out.Stream = stream
-		}
-		err := f.Get(ctx, &out.Result)
+		out.Stream = stream
+		err = f.Get(ctx, &out.Result)
 		return out, err
 	}
 }
