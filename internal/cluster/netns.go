@@ -1,0 +1,141 @@
+// Package cluster runs agentflow's parts as hosts on one machine: each
+// part in a network namespace of its own, on a bridge, addressed like a
+// machine, so that a trial can cut a host's link and heal it again, as a
+// network partition would. It needs root (CI runs as root); Available
+// says why not where it cannot run.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+)
+
+// Network is a bridge and the hosts on it, each a network namespace
+// joined to the bridge by a veth pair.
+type Network struct {
+	name   string
+	prefix netip.Prefix
+	mu     sync.Mutex
+	hosts  []*Host
+	next   netip.Addr
+}
+
+// Host is one network namespace on a Network.
+type Host struct {
+	Name string
+	// Addr is the host's address on the network.
+	Addr netip.Addr
+	ns   string
+	link string // the veth end on the bridge's side
+}
+
+// Available says whether this machine can make networks: root, and the
+// ip command with network namespaces.
+func Available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("cluster: network namespaces need root (CI runs as root)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return fmt.Errorf("cluster: the ip command (iproute2) is needed: %w", err)
+	}
+	return nil
+}
+
+// NewNetwork makes the bridge name (at most 11 characters: link names
+// derive from it) with the gateway address, the prefix's first, on it.
+func NewNetwork(ctx context.Context, name string, prefix netip.Prefix) (*Network, error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	if len(name) > 11 {
+		return nil, fmt.Errorf("cluster: network name %q is longer than 11 characters", name)
+	}
+	prefix = prefix.Masked()
+	gw := prefix.Addr().Next()
+	n := &Network{name: name, prefix: prefix, next: gw.Next()}
+	err := run(ctx,
+		[]string{"link", "add", name, "type", "bridge"},
+		[]string{"addr", "add", netip.PrefixFrom(gw, prefix.Bits()).String(), "dev", name},
+		[]string{"link", "set", name, "up"})
+	if err != nil {
+		_ = run(context.Background(), []string{"link", "del", name})
+		return nil, err
+	}
+	return n, nil
+}
+
+// AddHost makes a host on the network with the next free address.
+func (n *Network) AddHost(ctx context.Context, name string) (*Host, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.prefix.Contains(n.next) {
+		return nil, fmt.Errorf("cluster: network %s is full", n.name)
+	}
+	h := &Host{Name: name, Addr: n.next, ns: n.name + "-" + name, link: fmt.Sprintf("%s-%d", n.name, len(n.hosts))}
+	peer := h.link + "p"
+	err := run(ctx,
+		[]string{"netns", "add", h.ns},
+		[]string{"link", "add", h.link, "type", "veth", "peer", "name", peer},
+		[]string{"link", "set", peer, "netns", h.ns},
+		[]string{"link", "set", h.link, "master", n.name},
+		[]string{"link", "set", h.link, "up"},
+		[]string{"-n", h.ns, "addr", "add", netip.PrefixFrom(h.Addr, n.prefix.Bits()).String(), "dev", peer},
+		[]string{"-n", h.ns, "link", "set", peer, "up"},
+		[]string{"-n", h.ns, "link", "set", "lo", "up"},
+		[]string{"-n", h.ns, "route", "add", "default", "via", n.prefix.Addr().Next().String()})
+	if err != nil {
+		_ = run(context.Background(), []string{"link", "del", h.link}, []string{"netns", "del", h.ns})
+		return nil, fmt.Errorf("cluster: host %s: %w", name, err)
+	}
+	n.hosts = append(n.hosts, h)
+	n.next = n.next.Next()
+	return h, nil
+}
+
+// Command is name with args, to run on the host.
+func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.ns, name}, args...)...)
+}
+
+// Cut takes the host's link down: it reaches nothing and nothing reaches
+// it, while what runs on it goes on (a partition, not a crash).
+func (h *Host) Cut(ctx context.Context) error {
+	return run(ctx, []string{"link", "set", h.link, "down"})
+}
+
+// Heal brings the host's link back up.
+func (h *Host) Heal(ctx context.Context) error {
+	return run(ctx, []string{"link", "set", h.link, "up"})
+}
+
+// Close removes the hosts and the bridge; processes left on a host lose
+// their network.
+func (n *Network) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var errs []error
+	for _, h := range n.hosts {
+		errs = append(errs, run(context.Background(), []string{"link", "del", h.link}, []string{"netns", "del", h.ns}))
+	}
+	n.hosts = nil
+	errs = append(errs, run(context.Background(), []string{"link", "del", n.name}))
+	return errors.Join(errs...)
+}
+
+// run runs ip with each argument list in turn, stopping at the first
+// that fails.
+func run(ctx context.Context, cmds ...[]string) error {
+	for _, args := range cmds {
+		out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
