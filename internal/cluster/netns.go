@@ -12,8 +12,11 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Network is a bridge and the hosts on it, each a network namespace
@@ -24,6 +27,7 @@ type Network struct {
 	mu     sync.Mutex
 	hosts  []*Host
 	next   netip.Addr
+	lock   *os.File // held while the network is this process's (Claim)
 }
 
 // Host is one network namespace on a Network.
@@ -70,6 +74,55 @@ func NewNetwork(ctx context.Context, name string, prefix netip.Prefix) (*Network
 	return n, nil
 }
 
+// Claim makes a network of its own for this process: the first of 250
+// whose lock file it can take (so that test packages running side by
+// side do not share one), named afc<i> on 10.77.<i>.0/24, after removing
+// what a process killed before its cleanup left of that network.
+func Claim(ctx context.Context) (*Network, error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(os.TempDir(), "agentflow-cluster")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	for i := 1; i <= 250; i++ {
+		lock, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(i)+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			lock.Close()
+			continue
+		}
+		name := "afc" + strconv.Itoa(i)
+		removeStale(ctx, name)
+		n, err := NewNetwork(ctx, name, netip.MustParsePrefix(fmt.Sprintf("10.77.%d.0/24", i)))
+		if err != nil {
+			lock.Close()
+			return nil, err
+		}
+		n.lock = lock
+		return n, nil
+	}
+	return nil, errors.New("cluster: all 250 networks are in use")
+}
+
+// removeStale removes the bridge name and the namespaces of its hosts.
+func removeStale(ctx context.Context, name string) {
+	_ = run(ctx, []string{"link", "del", name})
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), name+"-") {
+			_ = run(ctx, []string{"netns", "del", e.Name()})
+		}
+	}
+}
+
+// Gateway is this machine's own address on the network, which every
+// host reaches: where a trial's own servers listen.
+func (n *Network) Gateway() netip.Addr { return n.prefix.Addr().Next() }
+
 // AddHost makes a host on the network with the next free address.
 func (n *Network) AddHost(ctx context.Context, name string) (*Host, error) {
 	n.mu.Lock()
@@ -103,6 +156,19 @@ func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.C
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.ns, name}, args...)...)
 }
 
+// Argv is the command line that runs argv on the host as cred (nil: as
+// this process). The program enters the host's network namespace and
+// then, when cred is set, drops to it, asking the kernel again to kill it
+// when its parent dies: a credential change forgets the parent's request.
+func (h *Host) Argv(argv []string, cred *syscall.Credential) []string {
+	out := []string{"nsenter", "--net=/run/netns/" + h.ns, "--"}
+	if cred != nil {
+		out = append(out, "setpriv", "--reuid="+strconv.Itoa(int(cred.Uid)), "--regid="+strconv.Itoa(int(cred.Gid)),
+			"--clear-groups", "--pdeathsig=KILL", "--")
+	}
+	return append(out, argv...)
+}
+
 // Cut takes the host's link down: it reaches nothing and nothing reaches
 // it, while what runs on it goes on (a partition, not a crash).
 func (h *Host) Cut(ctx context.Context) error {
@@ -125,6 +191,10 @@ func (n *Network) Close() error {
 	}
 	n.hosts = nil
 	errs = append(errs, run(context.Background(), []string{"link", "del", n.name}))
+	if n.lock != nil {
+		errs = append(errs, n.lock.Close())
+		n.lock = nil
+	}
 	return errors.Join(errs...)
 }
 

@@ -382,3 +382,18 @@ func (s *Stack) databaseURL(name string) (string, error) {
 	quoted := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(name)
 	return s.DatabaseURL + " dbname='" + quoted + "'", nil
 }
+
+// PostgresPrograms returns the folder of the installed PostgreSQL
+// server's programs (initdb, postgres, pg_basebackup, pg_ctl), found as
+// the stack finds them, and whom they must run as (nil: this user; the
+// postgres system user when this process is root, which they refuse to
+// be): for a caller that runs PostgreSQL servers of its own, as the
+// cluster of internal/cluster does.
+func PostgresPrograms() (dir string, cred *syscall.Credential, err error) {
+	bin, err := findPostgres("")
+	if err != nil {
+		return "", nil, err
+	}
+	cred, err = postgresCredential()
+	return filepath.Dir(bin.postgres), cred, err
+}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -278,6 +279,8 @@ type Process struct {
 	bin string
 	env []string
 	log *zap.Logger
+	// wrap, when set, runs the program: a host's namespace (NewProcessOn).
+	wrap []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -308,6 +311,33 @@ func newProcess(name, role, bin, dir string, base []string, log *zap.Logger) (*P
 	}
 	p.env = env
 	return p, nil
+}
+
+// NewProcessOn is a process of role run by wrap (the command line that
+// enters a host, as internal/cluster gives it), its listeners on the
+// host's address ip at the ports a machine of its own would use: 8080
+// (health, metrics), and for a gateway 9090 (gRPC) and 8081 (HTTP API).
+// env is its whole environment beside this process's, AGENTFLOW_ROLES
+// and the listeners' addresses added.
+func NewProcessOn(name, role, bin, dir, ip string, wrap, env []string, log *zap.Logger) *Process {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	p := &Process{Name: name, Role: role, bin: bin, Log: filepath.Join(dir, name+".log"), log: log, wrap: wrap,
+		HTTPAddr: net.JoinHostPort(ip, "8080")}
+	p.env = append(slices.Clone(env), "AGENTFLOW_ROLES="+role, "AGENTFLOW_HTTP_ADDR="+p.HTTPAddr)
+	if role == RoleGateway {
+		p.GRPCAddr, p.HTTPAPIAddr = net.JoinHostPort(ip, "9090"), net.JoinHostPort(ip, "8081")
+		p.env = append(p.env, "AGENTFLOW_GRPC_ADDR="+p.GRPCAddr, "AGENTFLOW_HTTP_API_ADDR="+p.HTTPAPIAddr)
+	}
+	return p
+}
+
+// AddEnv adds settings to the process's environment, for its next start.
+func (p *Process) AddEnv(env ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.env = append(p.env, env...)
 }
 
 func (p *Process) setGRPCAddr(addr string) {
@@ -377,7 +407,8 @@ func (p *Process) startOnce(ctx context.Context) error {
 		return fmt.Errorf("open %s log: %w", p.Name, err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(p.bin)
+	argv := append(slices.Clone(p.wrap), p.bin)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
