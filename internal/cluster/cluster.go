@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,11 @@ type Options struct {
 	// AGENTFLOW_TOKENS, AGENTFLOW_EGRESS_ALLOW for the trial's own
 	// servers (which listen on the network's Gateway address), …
 	Env []string
+	// Prepare, when set, is called once the network exists with this
+	// machine's address on it (Cluster.Gateway), before any process
+	// starts: the trial starts its own servers there and returns more
+	// of Env (their addresses).
+	Prepare func(gateway string) ([]string, error)
 	// Binary is the agentflow worker program; default: built from the
 	// repository into Dir/bin.
 	Binary string
@@ -131,6 +137,13 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		if c.hosts[name], err = c.net.AddHost(ctx, name); err != nil {
 			return err
 		}
+	}
+	if opts.Prepare != nil {
+		more, err := opts.Prepare(c.Gateway())
+		if err != nil {
+			return err
+		}
+		opts.Env = append(slices.Clone(opts.Env), more...)
 	}
 	if err := c.startPostgres(ctx); err != nil {
 		return err
@@ -289,4 +302,16 @@ func (c *Cluster) Stop() error {
 		errs = append(errs, os.RemoveAll(c.pgDir))
 	}
 	return errors.Join(errs...)
+}
+
+// Temporal is the Temporal service running on the host named host
+// (temporal-history-1, …), nil when there is none: a trial kills it and
+// starts it again.
+func (c *Cluster) Temporal(host string) *Proc {
+	for _, s := range c.temporal {
+		if s.host.Name == host {
+			return s.proc
+		}
+	}
+	return nil
 }

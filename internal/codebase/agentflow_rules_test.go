@@ -10,6 +10,7 @@ var harnesses = []string{
 	"internal/testserver", "internal/testissuer", "internal/testpki", "internal/e2e",
 	"internal/tools/mcptest/...", "internal/telemetry/otlptest", "internal/gateway/gatewaytest",
 	"internal/chaos/...", "internal/bench/...", "internal/topology", "internal/devstack/devtest",
+	"internal/cluster", "internal/checker",
 	"internal/scripted",
 }
 

@@ -1,0 +1,152 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentflow/agentflow/internal/checker"
+)
+
+// clusterTrial is one fault of the cluster trials, made while the
+// workload runs.
+type clusterTrial struct {
+	id, name string
+	// short says the trial runs in `go tool task test` too.
+	short bool
+	// strike makes the fault and returns when it was made and healed (a
+	// fault without a heal leaves Healed zero).
+	strike func(ctx context.Context, e *clusterEnv) (checker.Fault, error)
+	// mend, when set, readies the cluster for the next trial.
+	mend func(ctx context.Context, e *clusterEnv) error
+}
+
+// partitionFor is how long a partition lasts: past a call's heartbeat
+// timeout and a workflow task's, so that Temporal hands the work of a
+// cut-off worker to another while the first still runs.
+const clusterPartition = 20 * time.Second
+
+func clusterTrials() []clusterTrial {
+	return []clusterTrial{
+		{id: "worker-temporal", name: "a worker partitioned from Temporal mid-tool, healed after 20 s", short: true,
+			strike: cutLink("worker-1", "temporal")},
+		{id: "worker-pg", name: "a worker partitioned from PostgreSQL, healed after 20 s", strike: cutLink("worker-1", "pg")},
+		{id: "gateway-pg", name: "a gateway partitioned from PostgreSQL, healed after 20 s", strike: cutLink("gateway-1", "pg")},
+		{id: "gateway-temporal", name: "a gateway partitioned from Temporal, healed after 20 s", strike: cutLink("gateway-1", "temporal")},
+		{id: "client-gateway", name: "the clients partitioned from the gateways mid-stream, healed after 20 s", strike: cutLink("client", "gateways")},
+		{id: "latency", name: "200 ms between the workers and Temporal, connections reset every 10 s", strike: slowWorkers},
+		{id: "history-kill", name: "a Temporal history host killed", strike: killHistory, mend: restartHistory},
+		{id: "pg-failover", name: "PostgreSQL failed over to its standby under load", short: true, strike: failover},
+	}
+}
+
+// cutLink partitions host from server for clusterPartition.
+func cutLink(host, server string) func(context.Context, *clusterEnv) (checker.Fault, error) {
+	return func(ctx context.Context, e *clusterEnv) (checker.Fault, error) {
+		k := e.c.Links.Get(host, server)
+		if k == nil {
+			return checker.Fault{}, fmt.Errorf("no link %s>%s", host, server)
+		}
+		f := checker.Fault{Injected: time.Now()}
+		if err := k.Cut(); err != nil {
+			return f, err
+		}
+		sleep(ctx, clusterPartition)
+		f.Healed = time.Now()
+		return f, k.Heal()
+	}
+}
+
+// slowWorkers puts 200 ms (±20) on every worker's link to Temporal and
+// resets their connections every 10 s, for 40 s.
+func slowWorkers(ctx context.Context, e *clusterEnv) (checker.Fault, error) {
+	links := e.c.Links.Matching("worker-", ">temporal")
+	f := checker.Fault{Injected: time.Now()}
+	for _, k := range links {
+		if err := k.Latency(200, 20); err != nil {
+			return f, err
+		}
+	}
+	for range 4 {
+		sleep(ctx, 10*time.Second)
+		for _, k := range links {
+			if err := k.Reset(); err != nil {
+				return f, err
+			}
+		}
+	}
+	f.Healed = time.Now()
+	for _, k := range links {
+		if err := k.Latency(0, 0); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+func killHistory(_ context.Context, e *clusterEnv) (checker.Fault, error) {
+	p := e.c.Temporal("temporal-history-1")
+	if p == nil {
+		return checker.Fault{}, fmt.Errorf("no history host")
+	}
+	f := checker.Fault{Injected: time.Now()}
+	p.Kill()
+	return f, nil
+}
+
+func restartHistory(_ context.Context, e *clusterEnv) error {
+	return e.c.Temporal("temporal-history-1").Start()
+}
+
+func failover(ctx context.Context, e *clusterEnv) (checker.Fault, error) {
+	f := checker.Fault{Injected: time.Now()}
+	return f, e.c.Failover(ctx)
+}
+
+// Each trial's workload: clusterClients clients start turns from
+// clusterWarm before the fault until clusterAfter after it.
+const (
+	clusterClients = 6
+	clusterWarm    = 5 * time.Second
+	clusterAfter   = 15 * time.Second
+)
+
+// runClusterTrial runs the workload, makes the trial's fault during it,
+// and checks what was recorded.
+func runClusterTrial(ctx context.Context, e *clusterEnv, tr clusterTrial, run string) (checker.Report, error) {
+	w := newWorkload(e, run)
+	wctx, stopClients := context.WithCancel(ctx)
+	pctx, stopProbe := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); w.drive(wctx, clusterClients) }()
+	go func() { defer wg.Done(); w.probe(pctx) }()
+	sleep(ctx, clusterWarm)
+	fault, err := tr.strike(ctx, e)
+	sleep(ctx, clusterAfter)
+	stopClients()
+	stopProbe()
+	wg.Wait()
+	if err != nil {
+		return checker.Report{Trial: tr.name}, fmt.Errorf("%s: fault: %w", tr.id, err)
+	}
+	recs, err := w.records(ctx, tr.name, fault)
+	if err != nil {
+		return checker.Report{Trial: tr.name}, fmt.Errorf("%s: records: %w", tr.id, err)
+	}
+	rep := checker.Check(recs)
+	if tr.mend != nil {
+		if err := tr.mend(ctx, e); err != nil {
+			return rep, fmt.Errorf("%s: mend: %w", tr.id, err)
+		}
+	}
+	return rep, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
