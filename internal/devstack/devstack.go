@@ -61,8 +61,8 @@ func searchAttributes() []string {
 // and the Web UI on http://127.0.0.1:8233.
 type Options struct {
 	// Dir is the state folder: Postgres data (Dir/postgres), the dev server's
-	// database file (Dir/temporal.db), the object store's objects (Dir/s3),
-	// the servers' logs and lock files.
+	// database file (Dir/temporal.db), the object store's state
+	// (Dir/seaweedfs), the servers' logs and lock files.
 	// Default: "<repo root>/.data", where the repo root is the nearest folder
 	// at or above the working directory that holds a go.mod (else the working
 	// directory).
@@ -131,8 +131,8 @@ type Options struct {
 	// ObjectStoreEndpoint (http://host:port), when set, names an object
 	// store like the stack's, used as is. Default: empty (serve one).
 	ObjectStoreEndpoint string
-	// ObjectStorePort is the object store's port on 127.0.0.1. Default 0:
-	// a free port.
+	// ObjectStorePort is the object store's S3 port on 127.0.0.1.
+	// Default 0: the last start's while it is free, else a free one.
 	ObjectStorePort int
 	// SkipObjectStore serves no object store and ignores
 	// ObjectStoreEndpoint; the Stack then has no ObjectStore. Default
@@ -141,10 +141,10 @@ type Options struct {
 
 	// Logger receives the stack's lifecycle messages. Default: no logging.
 	Logger *zap.Logger
-	// Progress receives one line before a Temporal binary is built into
-	// .bin/, which takes minutes with an empty build cache and prints
-	// nothing meanwhile: a terminal's reader learns why it waits. Default:
-	// nowhere.
+	// Progress receives one line before a Temporal binary or SeaweedFS
+	// is built into .bin/, which takes minutes with an empty build cache
+	// and prints nothing meanwhile: a terminal's reader learns why it
+	// waits. Default: nowhere.
 	Progress io.Writer
 }
 
@@ -168,7 +168,7 @@ type Stack struct {
 	// Dir is the state folder in use.
 	Dir string
 	// ObjectStore is the S3-compatible object store's configuration:
-	// gofakes3 served by the stack with its objects in Dir/s3 (or the one
+	// the stack's SeaweedFS with its state in Dir/seaweedfs (or the store
 	// Options.ObjectStoreEndpoint names), bucket ObjectStoreBucket. Zero
 	// when skipped.
 	ObjectStore objstore.Config
@@ -176,7 +176,10 @@ type Stack struct {
 	log      *zap.Logger
 	postgres *service
 	temporal *service
-	objects  *objectServer
+	objects  *service
+	// objectSockets are the Unix sockets SeaweedFS leaves in /tmp,
+	// removed at Stop.
+	objectSockets []string
 	// scratch holds an in-memory dev server's state; removed at Stop.
 	scratch string
 
@@ -211,29 +214,29 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return s, nil
 	}
 
-	root, err := s.useDir(needTemporal, opts)
+	if needTemporal && opts.TemporalServer && opts.SkipPostgres {
+		return nil, errors.New("the Temporal server needs Postgres: SkipPostgres and TemporalServer exclude each other")
+	}
+	needRoot := needObjects || (needTemporal && (opts.TemporalBinary == "" || opts.TemporalServer))
+	root, err := s.useDir(needRoot, opts)
 	if err != nil {
 		return nil, err
 	}
-	if needObjects {
-		if err := s.startObjects(s.Dir, opts.ObjectStorePort); err != nil {
-			return nil, err
-		}
-		if !needPostgres && !needTemporal {
-			return s, nil
-		}
-	}
 
-	// The two servers are independent; starting them side by side saves the
-	// shorter of the two start times on every test binary.
-	if needTemporal && opts.TemporalServer {
-		if opts.SkipPostgres {
-			return nil, errors.New("the Temporal server needs Postgres: SkipPostgres and TemporalServer exclude each other")
+	// The object store is independent of the two others; starting it
+	// beside them saves its start time (seconds) on every test binary,
+	// and the first failure cancels the other starts.
+	g, gctx := errgroup.WithContext(ctx)
+	if needObjects {
+		g.Go(func() error { return s.startObjects(gctx, root, opts) })
+	}
+	g.Go(func() error {
+		if needTemporal && opts.TemporalServer {
+			return s.startWithServer(gctx, root, needPostgres, opts)
 		}
-		if err := s.startWithServer(ctx, root, needPostgres, opts); err != nil {
-			return nil, errors.Join(err, s.Stop())
-		}
-	} else if err := s.startSideBySide(ctx, root, needPostgres, needTemporal, opts); err != nil {
+		return s.startSideBySide(gctx, root, needPostgres, needTemporal, opts)
+	})
+	if err := g.Wait(); err != nil {
 		return nil, errors.Join(err, s.Stop())
 	}
 	if needTemporal {
@@ -244,12 +247,12 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	return s, nil
 }
 
-// useDir finds the repository root when the state folder or the Temporal
-// binary needs it, and makes the state folder (Options.Dir, else
-// <root>/.data) the stack's, absolute and created. It returns the root, ""
-// when not needed.
-func (s *Stack) useDir(needTemporal bool, opts Options) (root string, err error) {
-	if opts.Dir == "" || (needTemporal && (opts.TemporalBinary == "" || opts.TemporalServer)) {
+// useDir finds the repository root when the state folder or a binary
+// built into its .bin/ (needRoot) needs it, and makes the state folder
+// (Options.Dir, else <root>/.data) the stack's, absolute and created. It
+// returns the root, "" when not needed.
+func (s *Stack) useDir(needRoot bool, opts Options) (root string, err error) {
+	if opts.Dir == "" || needRoot {
 		if root, err = RepoRoot(); err != nil {
 			return "", err
 		}
@@ -271,7 +274,8 @@ func (s *Stack) useDir(needTemporal bool, opts Options) (root string, err error)
 }
 
 // startSideBySide starts Postgres and the dev server (building its CLI
-// when needed), each when needed, at the same time.
+// when needed), each when needed, at the same time: the shorter of the
+// two start times is saved on every test binary.
 func (s *Stack) startSideBySide(ctx context.Context, root string, needPostgres, needTemporal bool, opts Options) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if needPostgres {
@@ -364,6 +368,9 @@ func (s *Stack) Stop() error {
 		}
 		if s.objects != nil {
 			errs = append(errs, s.objects.stop())
+			for _, path := range s.objectSockets {
+				_ = os.Remove(path) // stale once the server is gone
+			}
 		}
 		if s.scratch != "" {
 			errs = append(errs, os.RemoveAll(s.scratch))

@@ -1,10 +1,7 @@
 package devstack
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -28,8 +25,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap/zaptest"
 	"gopkg.in/yaml.v3"
-
-	"github.com/agentflow/agentflow/internal/objstore"
 )
 
 // stateDir is a fresh state folder. Not t.TempDir: its parent is private to
@@ -542,68 +537,4 @@ func TestTemporalPortInUse(t *testing.T) {
 	defer cancel()
 	_, err = Start(ctx, Options{Dir: stateDir(t), TemporalPort: port, UIPort: -1, InMemory: true, Logger: zaptest.NewLogger(t)})
 	require.ErrorContains(t, err, fmt.Sprintf("port %d (Temporal) on 127.0.0.1 is in use", port))
-}
-
-// The object store keeps its objects in the state folder: a stack
-// started again on it serves them.
-func TestStackObjectStore(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dir := stateDir(t)
-	opts := Options{Dir: dir, SkipPostgres: true, SkipTemporal: true}
-	s, err := Start(ctx, opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Stop() })
-	require.Equal(t, ObjectStoreBucket, s.ObjectStore.Bucket)
-	store, err := objstore.New(ctx, s.ObjectStore)
-	require.NoError(t, err)
-	require.NoError(t, store.Check(ctx))
-	data := []byte("kept across restarts")
-	sum := sha256.Sum256(data)
-	want := objstore.Digest{Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
-	require.NoError(t, store.Put(ctx, "k", bytes.NewReader(data), want.Size, "text/plain", nil))
-	require.NoError(t, s.Stop())
-
-	s, err = Start(ctx, opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Stop() })
-	store, err = objstore.New(ctx, s.ObjectStore)
-	require.NoError(t, err)
-	r, err := store.Get(ctx, "k", 0, want)
-	require.NoError(t, err)
-	got, err := io.ReadAll(r)
-	require.NoError(t, err)
-	require.NoError(t, r.Close())
-	require.Equal(t, data, got)
-	info, err := store.Stat(ctx, "k")
-	require.NoError(t, err)
-	require.Equal(t, objstore.Info{Size: want.Size, ContentType: "text/plain"}, info)
-	// A range reads to the end; bytes that are not what the row says
-	// end in an error, never in data taken for the object's.
-	r, err = store.Get(ctx, "k", 5, want)
-	require.NoError(t, err)
-	got, err = io.ReadAll(r)
-	require.NoError(t, err)
-	require.Equal(t, data[5:], got)
-	bad := want
-	bad.SHA256 = strings.Repeat("0", 64)
-	r, err = store.Get(ctx, "k", 0, bad)
-	require.NoError(t, err)
-	got, err = io.ReadAll(r)
-	require.ErrorIs(t, err, objstore.ErrUnavailable)
-	require.ErrorContains(t, err, "its bytes hash to sha256 "+want.SHA256)
-	require.Less(t, len(got), len(data))
-	longer := want
-	longer.Size++
-	r, err = store.Get(ctx, "k", 0, longer)
-	require.NoError(t, err)
-	_, err = io.ReadAll(r)
-	require.ErrorContains(t, err, fmt.Sprintf("read cut off after %d of %d bytes", want.Size, longer.Size))
-	_, err = store.Get(ctx, "missing", 0, want)
-	require.ErrorIs(t, err, objstore.ErrNotFound)
-
-	require.NoError(t, store.Delete(ctx, "k"))
-	require.NoError(t, store.Delete(ctx, "k"), "deleting what is gone is no error")
-	_, err = store.Stat(ctx, "k")
-	require.ErrorIs(t, err, objstore.ErrNotFound)
 }

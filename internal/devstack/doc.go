@@ -1,6 +1,7 @@
 // Package devstack starts a private PostgreSQL server, the Temporal dev
-// server and an S3-compatible object store for the demo, `task up`, `starter stack` (which `task test` and
-// `task bench` run under) and the integration tests, and stops them
+// server and an S3 server (SeaweedFS) for the demo, `task up`, `starter
+// stack` (which `task test` and `task bench` run under), the production
+// topology (internal/topology) and the integration tests, and stops them
 // cleanly. The dev server starts with agentflow's search attributes
 // registered and the settings of [DynamicConfig], the same as
 // deploy/temporal-dynamicconfig.yaml gives a real server.
@@ -18,7 +19,7 @@
 // machine with the Debian `postgresql` package and Go can run everything
 // without Docker, network services or manual setup.
 //
-// Both servers are child processes of the caller, each in its own process
+// The servers are child processes of the caller, each in its own process
 // group (so a terminal's Ctrl-C reaches the caller, which then stops them in
 // order) and with a parent-death signal (so they do not outlive a caller that
 // is killed). Their output goes to log files in the state folder; a failed
@@ -31,18 +32,28 @@
 // ([Stack.Listeners], [Stack.PlatformAddrs]), read from the processes
 // themselves: the dev server's metrics (on a port the stack picks, since
 // the dev server would pick one nobody knows) and its internal services'
-// ports as well as its frontend's, Postgres's and the real server's. The
-// callers that run agentflow on a stack (the starter, internal/topology,
-// internal/testserver) close them all to tools, since an operator who
-// opens loopback to tools would otherwise open them too.
+// ports as well as its frontend's, Postgres's, the real server's and
+// SeaweedFS's. The callers that run agentflow on a stack (the starter,
+// internal/topology, internal/testserver) close them all to tools, since
+// an operator who opens loopback to tools would otherwise open them too.
 //
-// The object store is gofakes3 (github.com/johannesboyne/gofakes3) over
-// its file backend on the state folder's s3/ folder, served in the
-// caller's process on a loopback port with the bucket ObjectStoreBucket
+// The object store is SeaweedFS (`weed mini`: master, volume server,
+// filer, S3 API and admin in one process; the version pinned by
+// tools/seaweedfs/go.mod, a module of its own, and built once into
+// .bin/weed by [Seaweed]), with its state in the state folder's
+// seaweedfs/ and the bucket ObjectStoreBucket created at start
 // ([Stack.ObjectStore] is its configuration): the demo and `task up` keep
-// large blobs there as a production deployment keeps them on S3. Like the
-// others it is one of the platform's listeners, closed to tools. It
-// checks no signature; nothing here is for production.
+// large blobs there as a production deployment keeps them on S3, and the
+// S3 tier's tests and benchmarks run against it. It is a real S3 server:
+// it checks every request's SigV4 signature against the stack's
+// credential, a bucket must be created before use ([CreateBucket]; the
+// devtest package gives each test its own), and it implements what
+// agentflow uses (objects of hundreds of MiB, ranges, multi-object
+// delete). It starts in about 4 s, beside the other servers. Its ten
+// ports are the platform's listeners, closed to tools, and kept across
+// restarts like the real Temporal server's. [SeaweedArgs] is its command
+// line, for a caller that runs it elsewhere (another address, a network
+// namespace).
 //
 // When DATABASE_URL or a Temporal address is given, the corresponding server
 // is not started and the given one is used: [Stack.CreateDatabase] then

@@ -27,17 +27,15 @@ type Listener struct {
 // the dev server's history and matching services listen on free ports of
 // their own choosing, which no setting names. Those the stack chose are
 // named; the others are "an internal port of" their server. A server
-// given by address (Options.DatabaseURL, Options.TemporalAddress) is not
+// given by address (Options.DatabaseURL, Options.TemporalAddress,
+// Options.ObjectStoreEndpoint) is not
 // the stack's: its processes are configured with its address anyway.
 func (s *Stack) Listeners() []Listener {
 	var out []Listener
-	for _, sv := range []*service{s.postgres, s.temporal} {
+	for _, sv := range []*service{s.postgres, s.temporal, s.objects} {
 		if sv != nil {
 			out = append(out, sv.listeners()...)
 		}
-	}
-	if s.objects != nil {
-		out = append(out, Listener{Addr: s.objects.addr, What: "the object store"})
 	}
 	return out
 }

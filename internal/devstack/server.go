@@ -456,7 +456,11 @@ func portsFile(root string) string { return filepath.Join(root, "config", "ports
 // file, while they are free and distinct. Membership rows of the last
 // start stay in the database for a while, and a server on new ports would
 // wait for those peers (up to maxJoinDuration) before it serves.
-func servicePorts(file string) ([]int, error) {
+func servicePorts(file string) ([]int, error) { return keptPorts(file, 8) }
+
+// keptPorts returns n distinct free ports below 32768: those kept in file
+// while they are free and distinct, else new ones, which it keeps there.
+func keptPorts(file string, n int) ([]int, error) {
 	var ports []int
 	if b, err := os.ReadFile(file); err == nil {
 		for _, f := range strings.Fields(string(b)) {
@@ -468,10 +472,10 @@ func servicePorts(file string) ([]int, error) {
 			ports = append(ports, p)
 		}
 	}
-	if len(ports) == 8 {
+	if len(ports) == n {
 		return ports, nil
 	}
-	ports, err := freeSmallPorts(8)
+	ports, err := freeSmallPorts(n)
 	if err != nil {
 		return nil, err
 	}
@@ -480,7 +484,7 @@ func servicePorts(file string) ([]int, error) {
 		fmt.Fprintln(&b, p)
 	}
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
-		return nil, fmt.Errorf("temporal server ports: %w", err)
+		return nil, fmt.Errorf("keep ports: %w", err)
 	}
 	return ports, nil
 }

@@ -1,5 +1,6 @@
 // Package devtest gives integration tests real servers: each test its own
-// Postgres database, and a Temporal dev server shared by the test binary.
+// Postgres database and S3 bucket, and a Temporal dev server shared by the
+// test binary.
 //
 // Only tests import it, and it must not import the store or the server,
 // whose tests use it.
@@ -17,12 +18,13 @@
 // The servers start lazily, once per test binary and only when a test asks
 // for them, in a private state folder under os.TempDir (so test binaries that
 // `go test ./...` runs in parallel never share a data folder), with free
-// ports, an in-memory headless dev server, and no Web UI. When the
-// AGENTFLOW_TEST_DATABASE_URL or AGENTFLOW_TEST_TEMPORAL_ADDRESS (with
+// ports, an in-memory headless dev server, and no Web UI; the object store
+// is SeaweedFS, a real S3 server (devstack.SeaweedArgs). When the
+// AGENTFLOW_TEST_DATABASE_URL, AGENTFLOW_TEST_TEMPORAL_ADDRESS (with
 // AGENTFLOW_TEST_NAMESPACE, AGENTFLOW_TEST_TEMPORAL_HTTP_ADDRESS and
-// AGENTFLOW_TEST_PLATFORM_ADDRS) variables are set — a wrapper that started one
-// stack for every package sets them with devstack.Env — those servers are
-// used instead.
+// AGENTFLOW_TEST_PLATFORM_ADDRS) or AGENTFLOW_TEST_S3_ENDPOINT variables are
+// set — a wrapper that started one stack for every package sets them with
+// devstack.Env — those servers are used instead.
 //
 // A server that cannot start fails the tests that need it, with the reason;
 // tests are never skipped for it.
@@ -220,17 +222,49 @@ func sharedStack(t testing.TB, part *lazyStack, what string, opts devstack.Optio
 
 // ObjectStore returns the configuration of a new, empty bucket for this
 // test on the object store shared by the test binary (the stack's
-// gofakes3, which creates a bucket on its first use), named after the
-// test as Database names its database. Set MinBlobBytes to choose which
-// blobs go there.
+// SeaweedFS), named after the test as Database names its database. The
+// bucket is deleted with its objects when the test and its cleanups
+// (registered after this call) are done. Set MinBlobBytes to choose
+// which blobs go there.
 func ObjectStore(t testing.TB) objstore.Config {
 	t.Helper()
+	endpoint := os.Getenv(devstack.EnvTestObjectStore)
+	if endpoint == "" {
+		buildSeaweed(t)
+	}
 	s := sharedStack(t, &shared.objects, "the object store", devstack.Options{
-		ObjectStoreEndpoint: os.Getenv(devstack.EnvTestObjectStore),
+		ObjectStoreEndpoint: endpoint,
 		SkipPostgres:        true,
 		SkipTemporal:        true,
 	})
-	return devstack.ObjectStoreConfig(s.ObjectStore.Endpoint, bucketName(t.Name()))
+	cfg := devstack.ObjectStoreConfig(s.ObjectStore.Endpoint, bucketName(t.Name()))
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if err := devstack.CreateBucket(ctx, cfg); err != nil {
+		t.Fatalf("devtest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := devstack.DeleteBucket(ctx, cfg); err != nil {
+			t.Errorf("devtest: %v", err)
+		}
+	})
+	return cfg
+}
+
+// buildSeaweed builds SeaweedFS into the repository's .bin/ unless it is
+// there, before the start of the stack and outside its timeout: a first
+// build takes minutes.
+func buildSeaweed(t testing.TB) {
+	t.Helper()
+	root, err := devstack.RepoRoot()
+	if err == nil {
+		_, err = devstack.Seaweed(context.Background(), os.Stderr, root)
+	}
+	if err != nil {
+		t.Fatalf("devtest: start the object store: %v", err)
+	}
 }
 
 // bucketName turns a test name into a bucket name: [a-z0-9-], with a
