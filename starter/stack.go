@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/chatpage"
+	"github.com/agentflow/agentflow/internal/cluster"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/egress"
 	"github.com/agentflow/agentflow/internal/flights"
@@ -85,47 +86,11 @@ func stackCmd(ctx context.Context, args []string, out io.Writer) error {
 	return err
 }
 
-// upCmd starts the local stack and a worker and waits for Ctrl-C.
-func upCmd(ctx context.Context, args []string, out io.Writer) error {
-	env, err := startLocalFlags(ctx, out, flag.NewFlagSet("up", flag.ContinueOnError), args)
-	if err != nil {
-		return stopped(ctx, out, err)
-	}
-	defer env.close()
-	env.printHowTo(out)
-	env.untilStopped(ctx, out)
-	return nil
-}
-
-// stoppedLine is what up and demo print last when they stop as asked.
-const stoppedLine = "agentflow stopped."
-
-// untilStopped waits for Ctrl-C (SIGINT) or SIGTERM, then stops what
-// runs and says so: a stop the user asked for is no failure, so the
-// command exits 0 (and `task up` ends without an error of its own).
-func (l *local) untilStopped(ctx context.Context, out io.Writer) {
-	fmt.Fprintln(out, "\nPress Ctrl-C to stop.")
-	<-ctx.Done()
-	fmt.Fprintln(out, "\nStopping…")
-	l.close()
-	fmt.Fprintln(out, stoppedLine)
-}
-
-// stopped is err, unless ctx was ended by Ctrl-C or SIGTERM while up or
-// demo was starting or running its session: then the user stopped it,
-// which stopped says and is no failure.
-func stopped(ctx context.Context, out io.Writer, err error) error {
-	if err == nil || ctx.Err() == nil {
-		return err
-	}
-	fmt.Fprintln(out, "\n"+stoppedLine)
-	return nil
-}
-
 // productionFlags choose the production topology for up and demo.
 type productionFlags struct {
 	temporalDB   *string
 	on           *bool
+	cluster      *bool
 	state        *string
 	temporalPort *int
 }
@@ -139,6 +104,9 @@ func startLocalFlags(ctx context.Context, out io.Writer, fs *flag.FlagSet, args 
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if err := prod.clusterAvailable(); err != nil {
+		return nil, err
+	}
 	return startLocal(ctx, out, *catalogDir, prod)
 }
 
@@ -146,7 +114,8 @@ func addProductionFlags(fs *flag.FlagSet) productionFlags {
 	return productionFlags{
 		temporalDB:   fs.String("temporal-db", "file", "the dev server's storage: file (kept in .data/temporal.db across restarts) or memory (faster; workflows are gone when it stops)"),
 		on:           fs.Bool("production", false, "run the production topology: the real Temporal server on Postgres, two worker processes and a gateway process"),
-		state:        fs.String("state", filepath.Join(".data", "production"), "with --production: the state folder (Postgres, the server's config, logs)"),
+		cluster:      fs.Bool("cluster", false, "run the production topology as a cluster of hosts on this machine, each a network namespace (needs root): PostgreSQL with a synchronous standby, the Temporal server's services, three workers and two gateways behind a balancer"),
+		state:        fs.String("state", "", "with --production or --cluster: the state folder (Postgres, the server's config, logs); default .data/production, or .data/cluster"),
 		temporalPort: fs.Int("temporal-port", devstack.DefaultTemporalPort, "with --production: the Temporal server's frontend port (0: a free one)"),
 	}
 }
@@ -166,6 +135,8 @@ type local struct {
 	// flights is the sample API the data agent fetches from, when this
 	// process serves it.
 	flights *flights.Server
+	// cluster is the production topology on hosts of its own (--cluster).
+	cluster *cluster.Cluster
 	done    chan error
 	cancel  context.CancelFunc
 	closed  bool
@@ -225,11 +196,15 @@ func startLocal(ctx context.Context, out io.Writer, catalogDir string, prod prod
 		l.cfg.NexusBindings = []nexusdoor.Binding{agentsBinding}
 	}
 
-	if *prod.on {
-		if err := l.startTopology(ctx, out, prod); err != nil {
-			return nil, err
-		}
-	} else if err := l.startInProcess(ctx, out, *prod.temporalDB); err != nil {
+	switch {
+	case *prod.cluster:
+		err = l.startCluster(ctx, out, *prod.state)
+	case *prod.on:
+		err = l.startTopology(ctx, out, prod)
+	default:
+		err = l.startInProcess(ctx, out, *prod.temporalDB)
+	}
+	if err != nil {
 		return nil, err
 	}
 	l.serveFlights(out)
@@ -295,7 +270,7 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 	if os.Getenv("TEMPORAL_ADDRESS") != "" {
 		return errors.New("--production starts its own Temporal server: unset TEMPORAL_ADDRESS")
 	}
-	dir, err := filepath.Abs(*prod.state)
+	dir, err := filepath.Abs(cmp.Or(*prod.state, filepath.Join(".data", "production")))
 	if err != nil {
 		return err
 	}
@@ -306,6 +281,21 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 		gatewayAddr = "" // a free one, known once started
 	}
 	fmt.Fprintln(out, "Starting PostgreSQL, the Temporal server, two workers and a gateway…")
+	l.top, err = topology.Start(ctx, topology.Options{
+		Dir: dir, Env: l.processEnv(), GatewayAddr: gatewayAddr, TemporalPort: port,
+		DatabaseURL: os.Getenv("DATABASE_URL"), Logger: l.logger, Progress: out,
+		Namespaces: []string{teamsNamespace}, NexusEndpoints: l.nexusEndpoints(devstack.DefaultNamespace),
+	})
+	if err != nil {
+		return err
+	}
+	l.stack = l.top.Stack
+	return nil
+}
+
+// processEnv is what the production topology's processes get beside their
+// own settings: tokens, the scripted model, egress and Nexus bindings.
+func (l *local) processEnv() []string {
 	env := []string{}
 	if l.ownTokens {
 		env = append(env, "AGENTFLOW_TOKENS="+l.tokensEnv())
@@ -321,16 +311,7 @@ func (l *local) startTopology(ctx context.Context, out io.Writer, prod productio
 		b := agentsBinding
 		env = append(env, nexusdoor.EnvBindings+"="+b.TaskQueue+"="+b.TenantID+":"+strings.Join(b.Roles, "+")+":"+b.Name)
 	}
-	l.top, err = topology.Start(ctx, topology.Options{
-		Dir: dir, Env: env, GatewayAddr: gatewayAddr, TemporalPort: port,
-		DatabaseURL: os.Getenv("DATABASE_URL"), Logger: l.logger, Progress: out,
-		Namespaces: []string{teamsNamespace}, NexusEndpoints: l.nexusEndpoints(devstack.DefaultNamespace),
-	})
-	if err != nil {
-		return err
-	}
-	l.stack = l.top.Stack
-	return nil
+	return env
 }
 
 // tokensEnv is AGENTFLOW_TOKENS for the development tokens.
@@ -347,6 +328,9 @@ func (l *local) tokensEnv() string {
 
 // grpcAddr is the gateway's address.
 func (l *local) grpcAddr() string {
+	if l.cluster != nil {
+		return l.cluster.ClientAddr
+	}
 	if l.top != nil {
 		return l.top.Gateways[0].GRPCAddr
 	}
@@ -356,10 +340,13 @@ func (l *local) grpcAddr() string {
 // chatURL is the link of the chat page the gateway serves on its HTTP
 // API; a listener on every interface is linked on the loopback one.
 func (l *local) chatURL() string {
-	addr := ""
-	if l.top != nil {
+	var addr string
+	switch {
+	case l.cluster != nil:
+		addr = l.cluster.HTTPBalancer.Addr
+	case l.top != nil:
 		addr = l.top.Gateways[0].HTTPAPIAddr
-	} else {
+	default:
 		addr = l.srv.HTTPAPIAddr()
 	}
 	if addr == "" {
@@ -388,7 +375,7 @@ const flightsAddr = "127.0.0.1:8089"
 // likely another local stack serving it: the data agent uses that one.
 func (l *local) serveFlights(out io.Writer) {
 	addr := cmp.Or(os.Getenv("AGENTFLOW_FLIGHTS_ADDR"), flightsAddr)
-	if addr == "off" {
+	if addr == "off" || l.cluster != nil { // the hosts do not reach it (startCluster)
 		return
 	}
 	srv, err := flights.Start(addr)
@@ -475,6 +462,10 @@ func demoModel(cfg server.Config) string {
 }
 
 func (l *local) printHowTo(out io.Writer) {
+	if l.cluster != nil {
+		l.printClusterHowTo(out)
+		return
+	}
 	fmt.Fprintf(out, `
 agentflow is running.
   Temporal:  %s (namespace %s)
@@ -556,6 +547,10 @@ func (l *local) close() {
 	}
 	if l.flights != nil {
 		_ = l.flights.Close()
+	}
+	if l.cluster != nil {
+		l.stopCluster()
+		return
 	}
 	if l.top != nil {
 		if err := l.top.Stop(); err != nil {
