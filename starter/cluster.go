@@ -133,7 +133,7 @@ Try:
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
 `, c.ClientAddr, l.tokenNote(), c.HTTPBalancer.Addr, l.chatLink(), c.TemporalAddress, devstack.DefaultNamespace,
-		c.TemporalHTTPAddress, c.DatabaseURL, l.objectsNote(), l.modelName(), flightsAddr, l.teamsNote(),
+		c.TemporalHTTPAddress, c.DatabaseURL, "SeaweedFS on host s3, "+c.ObjectStore.Endpoint+" (bucket "+c.ObjectStore.Bucket+")", l.modelName(), flightsAddr, l.teamsNote(),
 		filepath.Dir(c.Workers[0].Log), c.Gateway(), l.hostsTable(), c.TemporalAddress, c.ClientAddr, c.TemporalAddress)
 }
 

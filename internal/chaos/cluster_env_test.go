@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,6 +46,9 @@ type clusterEnv struct {
 	temporal     client.Client
 	db           *pgxpool.Pool
 	log          *zap.Logger
+	// tap, when set, is told of each write to the journal by the address
+	// of the host that sent it, before the write counts.
+	tap atomic.Pointer[func(host string)]
 }
 
 // startCluster starts the cluster, the trial's servers and the clients,
@@ -61,8 +66,15 @@ func startCluster(ctx context.Context, dir string, log *zap.Logger) (*clusterEnv
 			model := scripted.New(clusterScript(), scripted.Options{MaxRecorded: 1})
 			mux := http.NewServeMux()
 			mux.Handle("/v1/", model)
-			mux.Handle("POST /writes", e.writes)
+			mux.Handle("POST /writes", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tap := e.tap.Load(); tap != nil {
+					host, _, _ := net.SplitHostPort(r.RemoteAddr)
+					(*tap)(host)
+				}
+				e.writes.ServeHTTP(w, r)
+			}))
 			mux.Handle("POST /idem", e.idem)
+			mux.HandleFunc("GET /big", serveBig)
 			e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 			go func() { _ = e.srv.Serve(ln) }()
 			return []string{
@@ -159,12 +171,31 @@ tools:
     approval: always
     description: Appends an entry to the journal once a person approves.
     config: {server: "http://%[1]s", spec: {openapi: 3.0.3, info: {title: Journal, version: "1"}, paths: {/writes: {post: ` + clOp("guardedAppend", false) + `}}}}
+  # The checker's own trial: a tool that claims the journal deduplicates,
+  # which switches the at-most-once protection off.
+  - name: careless_append
+    kind: openapi_action
+    approval: never
+    delivery: idempotent
+    description: Appends an entry to the journal.
+    config: {server: "http://%[1]s", spec: {openapi: 3.0.3, info: {title: Journal, version: "1"}, paths: {/writes: {post: ` + clOp("carelessAppend", false) + `}}}}
+  - name: fetch_big
+    kind: openapi_action
+    approval: never
+    description: Fetches the large report.
+    config: {server: "http://%[1]s", spec: {openapi: 3.0.3, info: {title: Reports, version: "1"}, paths: {/big: {get: {operationId: big, responses: {"200": {description: the report, content: {application/json: {schema: {type: object}}}}}}}}}}
 agents:
+  - id: careless
+    description: Writes entries, trusting the journal to deduplicate.
+    model: openai:gpt-4o-mini
+    system_prompt: Write the entries you are asked to.
+    tools: [careless_append]
+    limits: {max_iterations: 6, turn_timeout_sec: 600}
   - id: writer
     description: Writes entries, and chats.
     model: openai:gpt-4o-mini
     system_prompt: Write the entries you are asked to.
-    tools: [append, record, guarded_append]
+    tools: [append, record, guarded_append, fetch_big]
     limits: {max_iterations: 6, turn_timeout_sec: 600}
 `
 
@@ -193,9 +224,11 @@ func clusterScript() *scripted.Script {
 	return &scripted.Script{
 		Pacing: scripted.Pacing{ChunkWords: 1, DelayMS: 15},
 		Rules: []scripted.Rule{
-			{Name: "done", When: scripted.When{User: `^(write|record|guard) for (?P<job>\S+)$`, Tool: `(?s).`}, Reply: scripted.Reply{Text: "Done with the entries of ${job}, as asked."}},
+			{Name: "done", When: scripted.When{User: `^(write|record|guard|careless|big) for (?P<job>\S+)$`, Tool: `(?s).`}, Reply: scripted.Reply{Text: "Done with the entries of ${job}, as asked."}},
 			{Name: "write", When: scripted.When{User: `^write for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: calls("append", "append", 3)}},
 			{Name: "record", When: scripted.When{User: `^record for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: calls("record", "record", 3)}},
+			{Name: "careless", When: scripted.When{User: `^careless for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: calls("careless_append", "carelessAppend", 3)}},
+			{Name: "big", When: scripted.When{User: `^big for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "fetch_big", Arguments: `{"operation_id": "big"}`}}}},
 			{Name: "guard", When: scripted.When{User: `^guard for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: calls("guarded_append", "guardedAppend", 1)}},
 			{Name: "chat", When: scripted.When{User: `^say (?P<word>\S+)$`}, Reply: scripted.Reply{Text: "You said ${word}, and I heard it."}},
 			{Name: "probe", When: scripted.When{User: `^ping$`}, Reply: scripted.Reply{Text: "pong"}},
@@ -210,4 +243,21 @@ func clusterDir() (string, error) {
 		return "", err
 	}
 	return dir, os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
+}
+
+// bigRows is the rows of the large report: about 3 MB, a blob the object
+// store keeps (above objstore.DefaultMinBlobBytes).
+const bigRows = 24000
+
+// serveBig answers the large report.
+func serveBig(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"rows":[`)
+	for i := range bigRows {
+		if i > 0 {
+			_, _ = io.WriteString(w, ",")
+		}
+		_, _ = fmt.Fprintf(w, `{"i":%d,"text":"row %d of the large report, with words enough to weigh a hundred bytes"}`, i, i)
+	}
+	_, _ = io.WriteString(w, "]}")
 }

@@ -37,7 +37,7 @@ func (w *workload) records(ctx context.Context, trial string, fault checker.Faul
 		wid := contract.TurnWorkflowID(clTenant, t.Job)
 		r.Turns = append(r.Turns, checker.Turn{Job: t.Job, Accepted: t.Accepted, Chains: chains[wid], Running: running[wid], End: ends[t.Job]})
 	}
-	r.Writes = w.rec.Writes(w.e.writes.Writes(), w.e.idem.Writes())
+	r.Writes = w.rec.Writes(w.ours(w.e.writes.Writes()), w.ours(w.e.idem.Writes()))
 	r.Approvals = slices.Clone(w.approvals)
 	r.Probes = slices.Clone(w.probes)
 	if r.Results, err = w.results(ctx); err != nil {
@@ -51,6 +51,11 @@ func (w *workload) records(ctx context.Context, trial string, fault checker.Faul
 		r.Sessions = append(r.Sessions, s)
 	}
 	return r, nil
+}
+
+// ours are the writes of this trial's turns: the APIs serve every trial.
+func (w *workload) ours(writes []checker.Write) []checker.Write {
+	return slices.DeleteFunc(writes, func(x checker.Write) bool { return !strings.HasPrefix(x.Job, w.run+"-") })
 }
 
 // settleFor bounds the wait for the trial's turns to end.

@@ -59,7 +59,13 @@ func TestClusterTrials(t *testing.T) {
 		rep, err := runClusterTrial(ctx, e, tr, fmt.Sprintf("t%d%s", i, tr.id))
 		reports = append(reports, rep)
 		require.NoError(t, err, "logs in %s", dir)
-		require.NoError(t, rep.Err(), "%s (logs in %s)", tr.name, dir)
+		if tr.catch == nil {
+			require.NoError(t, rep.Err(), "%s (logs in %s)", tr.name, dir)
+			continue
+		}
+		for _, k := range tr.catch {
+			require.Positive(t, rep.Count(k), "the checker finds %s in %s:\n%s", k, tr.name, checker.Table([]checker.Report{rep}))
+		}
 	}
 	fmt.Printf("cluster trials (logs in %s):\n%s", dir, checker.Table(reports))
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/agentflow/agentflow/internal/checker"
 )
 
@@ -20,6 +22,12 @@ type clusterTrial struct {
 	strike func(ctx context.Context, e *clusterEnv) (checker.Fault, error)
 	// mend, when set, readies the cluster for the next trial.
 	mend func(ctx context.Context, e *clusterEnv) error
+	// catch, on the checker's own trial, are the violations the checker
+	// must find: the workload switches the at-most-once protection off
+	// and has a client drop an event.
+	catch []checker.Kind
+	// big has the turns fetch a large report, which the object store keeps.
+	big bool
 }
 
 // partitionFor is how long a partition lasts: past a call's heartbeat
@@ -30,12 +38,15 @@ const clusterPartition = 20 * time.Second
 func clusterTrials() []clusterTrial {
 	return []clusterTrial{
 		{id: "worker-temporal", name: "a worker partitioned from Temporal mid-tool, healed after 20 s", short: true,
-			strike: cutLink("worker-1", "temporal")},
+			strike: cutMidWrite("worker-1")},
+		{id: "checker-catches", name: "the checker's own: protection off, worker partitioned mid-write; an event dropped", short: true,
+			strike: cutMidWrite("worker-1"), catch: []checker.Kind{checker.DuplicateWrite, checker.Gap}},
 		{id: "worker-pg", name: "a worker partitioned from PostgreSQL, healed after 20 s", strike: cutLink("worker-1", "pg")},
 		{id: "gateway-pg", name: "a gateway partitioned from PostgreSQL, healed after 20 s", strike: cutLink("gateway-1", "pg")},
 		{id: "gateway-temporal", name: "a gateway partitioned from Temporal, healed after 20 s", strike: cutLink("gateway-1", "temporal")},
 		{id: "client-gateway", name: "the clients partitioned from the gateways mid-stream, healed after 20 s", strike: cutLink("client", "gateways")},
 		{id: "latency", name: "200 ms between the workers and Temporal, connections reset every 10 s", strike: slowWorkers},
+		{id: "s3-down", name: "the S3 host down for a minute during large results", strike: cutHost("s3", time.Minute), big: true},
 		{id: "history-kill", name: "a Temporal history host killed", strike: killHistory, mend: restartHistory},
 		{id: "pg-failover", name: "PostgreSQL failed over to its standby under load", short: true, strike: failover},
 	}
@@ -55,6 +66,59 @@ func cutLink(host, server string) func(context.Context, *clusterEnv) (checker.Fa
 		sleep(ctx, clusterPartition)
 		f.Healed = time.Now()
 		return f, k.Heal()
+	}
+}
+
+// cutMidWrite partitions host from Temporal the moment it sends a write
+// to the journal, so that the write is in flight, for clusterPartition:
+// Temporal times the call out and retries it on another worker while the
+// first, a zombie, still waits for its answer.
+func cutMidWrite(host string) func(context.Context, *clusterEnv) (checker.Fault, error) {
+	return func(ctx context.Context, e *clusterEnv) (checker.Fault, error) {
+		k, h := e.c.Links.Get(host, "temporal"), e.c.Host(host)
+		if k == nil || h == nil {
+			return checker.Fault{}, fmt.Errorf("no host %s", host)
+		}
+		cut := make(chan error, 1)
+		var once sync.Once
+		tap := func(from string) {
+			if from == h.Addr.String() {
+				once.Do(func() { cut <- k.Cut() })
+			}
+		}
+		e.tap.Store(&tap)
+		defer e.tap.Store(nil)
+		f := checker.Fault{}
+		select {
+		case err := <-cut:
+			if err != nil {
+				return f, err
+			}
+		case <-time.After(time.Minute):
+			return f, fmt.Errorf("%s sent no write within a minute", host)
+		}
+		f.Injected = time.Now()
+		sleep(ctx, clusterPartition)
+		f.Healed = time.Now()
+		return f, k.Heal()
+	}
+}
+
+// cutHost takes host's link down for d: it reaches nothing and nothing
+// reaches it.
+func cutHost(name string, d time.Duration) func(context.Context, *clusterEnv) (checker.Fault, error) {
+	return func(ctx context.Context, e *clusterEnv) (checker.Fault, error) {
+		h := e.c.Host(name)
+		if h == nil {
+			return checker.Fault{}, fmt.Errorf("no host %s", name)
+		}
+		f := checker.Fault{Injected: time.Now()}
+		if err := h.Cut(ctx); err != nil {
+			return f, err
+		}
+		sleep(ctx, d)
+		f.Healed = time.Now()
+		return f, h.Heal(context.WithoutCancel(ctx))
 	}
 }
 
@@ -116,6 +180,9 @@ const (
 // and checks what was recorded.
 func runClusterTrial(ctx context.Context, e *clusterEnv, tr clusterTrial, run string) (checker.Report, error) {
 	w := newWorkload(e, run)
+	w.careless, w.drop, w.big = tr.catch != nil, tr.catch != nil, tr.big
+	e.log.Info("trial started", zap.String("trial", tr.id))
+	defer e.log.Info("trial ended", zap.String("trial", tr.id))
 	wctx, stopClients := context.WithCancel(ctx)
 	pctx, stopProbe := context.WithCancel(ctx)
 	var wg sync.WaitGroup

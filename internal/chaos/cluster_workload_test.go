@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,12 @@ type workload struct {
 	e   *clusterEnv
 	run string // the trial's prefix of job ids
 	rec checker.Recorder
+	// careless has every turn write with the tool that switches the
+	// at-most-once protection off; drop has one client lose an event.
+	careless, drop bool
+	// big has the writes' turns fetch the large report instead.
+	big     bool
+	dropped atomic.Bool
 
 	mu        sync.Mutex
 	turns     map[string]*checker.Turn
@@ -71,16 +78,32 @@ func (w *workload) client(ctx context.Context, name string) {
 		// The turn is followed to its end even once ctx ends.
 		follow, cancel := context.WithTimeout(context.WithoutCancel(ctx), followFor)
 		switch k % 4 {
-		case 0:
-			w.turn(follow, name, job, "write for "+job)
-		case 1:
-			w.turn(follow, name, job, "record for "+job)
-		case 2:
-			w.turn(follow, name, job, "guard for "+job)
+		case 0, 1, 2:
+			switch {
+			case w.careless:
+				w.turn(follow, name, job, "careless for "+job)
+			case w.big:
+				w.turn(follow, name, job, "big for "+job)
+			default:
+				w.kind(follow, name, job, k)
+			}
 		default:
 			w.message(follow, name, session, job, fmt.Sprintf("say w%d", k))
 		}
 		cancel()
+	}
+}
+
+// kind starts the client's k-th turn: writes, idempotent writes, or a
+// guarded write.
+func (w *workload) kind(ctx context.Context, name, job string, k int) {
+	switch k % 4 {
+	case 0:
+		w.turn(ctx, name, job, "write for "+job)
+	case 1:
+		w.turn(ctx, name, job, "record for "+job)
+	default:
+		w.turn(ctx, name, job, "guard for "+job)
 	}
 }
 
@@ -91,7 +114,11 @@ func (w *workload) turn(ctx context.Context, client, job, prompt string) {
 	w.turns[job] = t
 	w.mu.Unlock()
 	sr := w.rec.Follow(client+"/"+job, job, 0)
-	req := &pb.TurnRequest{JobId: job, Prompt: prompt, AgentId: "writer"}
+	agent := "writer"
+	if strings.HasPrefix(prompt, "careless") {
+		agent = "careless"
+	}
+	req := &pb.TurnRequest{JobId: job, Prompt: prompt, AgentId: agent}
 	open := func(ctx context.Context) (pb.AgentService_StreamClient, error) {
 		if sr.Last() > 0 {
 			return pb.NewAgentServiceClient(w.e.conn).Resume(ctx, &pb.ResumeRequest{StreamId: contract.TurnWorkflowID(clTenant, job), AfterIndex: sr.Resume()})
@@ -148,7 +175,9 @@ func (w *workload) follow(ctx context.Context, job string, sr *checker.StreamRec
 			if sr.Last() == 0 {
 				accepted()
 			}
-			sr.Event(ev.GetMeta().GetEventIndex())
+			if idx := ev.GetMeta().GetEventIndex(); idx != 3 || !w.drop || !w.dropped.CompareAndSwap(false, true) {
+				sr.Event(idx)
+			}
 			if ev.GetMeta().GetChild() != nil {
 				continue
 			}
@@ -171,10 +200,13 @@ func (w *workload) follow(ctx context.Context, job string, sr *checker.StreamRec
 	}
 }
 
+// writes are the tools that write to a counting API.
+var writes = map[string]bool{"append": true, "record": true, "guarded_append": true, "careless_append": true}
+
 // take records what an event says of a call: its end, and a decision
 // it waits for, which the client makes once.
 func (w *workload) take(ctx context.Context, job string, ev *pb.StreamEvent) {
-	if te := ev.GetToolEnd(); te != nil {
+	if te := ev.GetToolEnd(); te != nil && writes[te.GetName()] {
 		w.rec.CallEnded(kind.CallKey(clTenant, job, te.GetCallId()), job, checker.ParseOutcome(te.GetStatus()))
 	}
 	ar := ev.GetApprovalRequired()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentflow/agentflow/internal/devstack"
+	"github.com/agentflow/agentflow/internal/objstore"
 	"github.com/agentflow/agentflow/internal/topology"
 )
 
@@ -69,11 +71,14 @@ type Cluster struct {
 	// the primary (repointed at a failover, as every client's).
 	TemporalAddress, TemporalHTTPAddress string
 	DatabaseURL                          string
+	// ObjectStore is SeaweedFS on the s3 host, with agentflow's bucket.
+	ObjectStore objstore.Config
 
 	net              *Network
 	hosts            map[string]*Host
 	primary, standby *pgServer
 	temporal         []*temporalService
+	s3               *Proc
 	dir, pgDir       string
 	pgBin            string
 	pgCred           *syscall.Credential
@@ -123,7 +128,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	names := []string{"pg-1", "pg-2"}
+	names := []string{"pg-1", "pg-2", "s3"}
 	for _, s := range temporalServices {
 		names = append(names, s.host)
 	}
@@ -146,6 +151,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		opts.Env = append(slices.Clone(opts.Env), more...)
 	}
 	if err := c.startPostgres(ctx); err != nil {
+		return err
+	}
+	if err := c.startObjects(ctx, root); err != nil {
 		return err
 	}
 	if err := c.migrateTemporal(ctx, sqlTool); err != nil {
@@ -196,7 +204,8 @@ func (c *Cluster) startPostgres(ctx context.Context) error {
 // of its own.
 func (c *Cluster) startAgentflow(ctx context.Context, opts Options, bin string) error {
 	// Closed to tools (egress), beside the links and the processes' own.
-	platform := []string{c.primary.addr(), c.standby.addr(), c.TemporalAddress, c.TemporalHTTPAddress}
+	platform := []string{c.primary.addr(), c.standby.addr(), c.TemporalAddress, c.TemporalHTTPAddress,
+		net.JoinHostPort(c.hosts["s3"].Addr.String(), strconv.Itoa(seaweedPorts(c.net.index).S3))}
 	env := func(host string) ([]string, error) {
 		pg, err := c.Links.Add(host, "pg", c.primary.addr())
 		if err != nil {
@@ -212,7 +221,7 @@ func (c *Cluster) startAgentflow(ctx context.Context, opts Options, bin string) 
 			"TEMPORAL_ADDRESS=" + tc.Addr,
 			"AGENTFLOW_TEMPORAL_HTTP_ADDR=" + c.TemporalHTTPAddress,
 			"TEMPORAL_NAMESPACE=" + devstack.DefaultNamespace,
-		}, opts.Env...), nil
+		}, append(c.ObjectStore.Env(), opts.Env...)...), nil
 	}
 	for i := range opts.Workers {
 		name := fmt.Sprintf("worker-%d", i+1)
@@ -285,6 +294,9 @@ func (c *Cluster) Stop() error {
 	}
 	for _, s := range c.temporal {
 		s.proc.Kill()
+	}
+	if c.s3 != nil {
+		c.s3.Kill()
 	}
 	for _, s := range []*pgServer{c.primary, c.standby} {
 		if s != nil && s.proc != nil {

@@ -28,6 +28,7 @@ type Network struct {
 	hosts  []*Host
 	next   netip.Addr
 	lock   *os.File // held while the network is this process's (Claim)
+	index  int      // Claim's number of the network, 0 for another
 }
 
 // Host is one network namespace on a Network.
@@ -102,7 +103,7 @@ func Claim(ctx context.Context) (*Network, error) {
 			lock.Close()
 			return nil, err
 		}
-		n.lock = lock
+		n.lock, n.index = lock, i
 		return n, nil
 	}
 	return nil, errors.New("cluster: all 250 networks are in use")

@@ -50,6 +50,8 @@ wal_keep_size = '512MB'
 hot_standby = on
 synchronous_commit = on
 synchronous_standby_names = '*'
+wal_sender_timeout = '5s'
+wal_receiver_timeout = '5s'
 `
 
 // startPrimary makes a new primary's data folder and starts it on host.
@@ -84,8 +86,12 @@ func (c *Cluster) startStandby(ctx context.Context, host *Host, primary *pgServe
 		"-U", "postgres", "-D", s.data, "-R", "-X", "stream", "-c", "fast"); err != nil {
 		return nil, err
 	}
-	// The copy has the primary's address; the later setting wins.
-	if err := appendFile(filepath.Join(s.data, "postgresql.auto.conf"), fmt.Sprintf("listen_addresses = '%s'\n", host.Addr)); err != nil {
+	// The copy has the primary's address; the later setting wins. A
+	// standby whose primary is gone must not wait out TCP's timeouts on
+	// it: a promotion waits for its WAL receiver to give up.
+	conf := fmt.Sprintf("listen_addresses = '%s'\nprimary_conninfo = 'host=%s port=%s user=postgres application_name=%s "+
+		"connect_timeout=2 keepalives_idle=5 keepalives_interval=2 keepalives_count=2'\n", host.Addr, primary.host.Addr, pgPort, host.Name)
+	if err := appendFile(filepath.Join(s.data, "postgresql.auto.conf"), conf); err != nil {
 		return nil, err
 	}
 	return s, c.runPostgres(ctx, s)
@@ -210,35 +216,33 @@ func errorsJoinClose(err, cerr error, path string) error {
 }
 
 // Failover loses the primary and makes the standby primary, as an
-// operator (or Patroni) does: the old primary is fenced first — killed
-// and its host cut off, so that nothing can write to it again — then the
-// standby is promoted and every link to PostgreSQL repointed at it,
-// closing the connections to the old one. It returns once the new
-// primary takes writes.
+// operator (or Patroni) does: the old primary is fenced — killed, so that
+// nothing can write to it again — the standby promoted, every link to
+// PostgreSQL repointed at it (closing the connections to the old one),
+// and the old primary's host cut off. It returns once the new primary
+// takes writes. The cut comes last: a link's new connection to a host
+// that drops everything would wait out TCP's timeout, where a dead
+// server's port refuses it at once.
 func (c *Cluster) Failover(ctx context.Context) error {
 	if c.standby == nil {
 		return errors.New("cluster: no standby to fail over to")
 	}
 	old := c.primary
 	begin := time.Now()
-	defer func() { c.log.Info("postgres failed over", zap.Duration("took", time.Since(begin))) }()
 	old.proc.Kill()
-	if err := old.host.Cut(ctx); err != nil {
-		return err
-	}
-	c.log.Info("old primary fenced", zap.Duration("took", time.Since(begin)))
 	if err := c.standby.promote(ctx); err != nil {
 		return err
 	}
-	c.log.Info("standby promoted", zap.Duration("took", time.Since(begin)))
 	c.primary, c.standby = c.standby, nil
 	for _, k := range c.Links.Matching(">pg") {
 		if err := k.Repoint(c.primary.addr()); err != nil {
 			return err
 		}
 	}
-	c.log.Info("links repointed", zap.Duration("took", time.Since(begin)))
-	return c.wait(ctx, "promoted postgres", c.primary.proc, func(ctx context.Context) error {
+	if err := old.host.Cut(ctx); err != nil {
+		return err
+	}
+	err := c.wait(ctx, "promoted postgres", c.primary.proc, func(ctx context.Context) error {
 		conn, err := pgx.Connect(ctx, c.primary.url(appDB))
 		if err != nil {
 			return err
@@ -247,4 +251,6 @@ func (c *Cluster) Failover(ctx context.Context) error {
 		_, err = conn.Exec(ctx, "CREATE TEMP TABLE failover_probe (x int)")
 		return err
 	})
+	c.log.Info("postgres failed over", zap.Duration("took", time.Since(begin)))
+	return err
 }

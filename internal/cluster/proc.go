@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -128,6 +127,3 @@ func tail(path string) string {
 	}
 	return s
 }
-
-// errStopped says a cluster was stopped.
-var errStopped = errors.New("cluster stopped")
