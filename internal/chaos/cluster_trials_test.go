@@ -44,6 +44,8 @@ func clusterTrials() []clusterTrial {
 		{id: "worker-pg", name: "a worker partitioned from PostgreSQL, healed after 20 s", strike: cutLink("worker-1", "pg")},
 		{id: "gateway-pg", name: "a gateway partitioned from PostgreSQL, healed after 20 s", strike: cutLink("gateway-1", "pg")},
 		{id: "gateway-temporal", name: "a gateway partitioned from Temporal, healed after 20 s", strike: cutLink("gateway-1", "temporal")},
+		{id: "worker-halfopen", name: "a worker's connections to Temporal half-open (what Temporal sends is lost), healed after 20 s",
+			strike: halfOpen("worker-2")},
 		{id: "client-gateway", name: "the clients partitioned from the gateways mid-stream, healed after 20 s", strike: cutLink("client", "gateways")},
 		{id: "latency", name: "200 ms between the workers and Temporal, connections reset every 10 s", strike: slowWorkers},
 		{id: "s3-down", name: "the S3 host down for a minute during large results", strike: cutHost("s3", time.Minute), big: true},
@@ -98,6 +100,25 @@ func cutMidWrite(host string) func(context.Context, *clusterEnv) (checker.Fault,
 			return f, fmt.Errorf("%s sent no write within a minute", host)
 		}
 		f.Injected = time.Now()
+		sleep(ctx, clusterPartition)
+		f.Healed = time.Now()
+		return f, k.Heal()
+	}
+}
+
+// halfOpen drops what Temporal sends to host, for clusterPartition,
+// while what host sends still arrives: connections open at one end
+// only, as a one-way loss leaves them.
+func halfOpen(host string) func(context.Context, *clusterEnv) (checker.Fault, error) {
+	return func(ctx context.Context, e *clusterEnv) (checker.Fault, error) {
+		k := e.c.Links.Get(host, "temporal")
+		if k == nil {
+			return checker.Fault{}, fmt.Errorf("no link %s>temporal", host)
+		}
+		f := checker.Fault{Injected: time.Now()}
+		if err := k.CutOneWay(); err != nil {
+			return f, err
+		}
 		sleep(ctx, clusterPartition)
 		f.Healed = time.Now()
 		return f, k.Heal()
@@ -185,6 +206,7 @@ func runClusterTrial(ctx context.Context, e *clusterEnv, tr clusterTrial, run st
 	defer e.log.Info("trial ended", zap.String("trial", tr.id))
 	wctx, stopClients := context.WithCancel(ctx)
 	pctx, stopProbe := context.WithCancel(ctx)
+	began := time.Now()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); w.drive(wctx, clusterClients) }()
@@ -192,6 +214,7 @@ func runClusterTrial(ctx context.Context, e *clusterEnv, tr clusterTrial, run st
 	sleep(ctx, clusterWarm)
 	fault, err := tr.strike(ctx, e)
 	sleep(ctx, clusterAfter)
+	ended := time.Now()
 	stopClients()
 	stopProbe()
 	wg.Wait()
@@ -199,6 +222,7 @@ func runClusterTrial(ctx context.Context, e *clusterEnv, tr clusterTrial, run st
 		return checker.Report{Trial: tr.name}, fmt.Errorf("%s: fault: %w", tr.id, err)
 	}
 	recs, err := w.records(ctx, tr.name, fault)
+	recs.Began, recs.Ended = began, ended
 	if err != nil {
 		return checker.Report{Trial: tr.name}, fmt.Errorf("%s: records: %w", tr.id, err)
 	}

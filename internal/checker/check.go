@@ -67,6 +67,9 @@ type Stats struct {
 	Requests int // requests the counting APIs received
 	Events   int // events delivered to clients, over all streams
 	Resumes  int // reconnects, over all streams
+	// Rate is the turns that ended per second of the workload's span
+	// (Records.Began to Ended); 0 without a span.
+	Rate float64
 	// Faulted says a fault was injected; Recovered that a probe
 	// succeeded after it healed (or after it was injected, for a fault
 	// without a heal), Recovery how long after.
@@ -110,6 +113,9 @@ func Check(r Records) Report {
 	c.sessions()
 	c.recovery()
 	sortViolations(c.out)
+	if span := r.Ended.Sub(r.Began); span > 0 {
+		c.stats.Rate = float64(c.stats.Ended) / span.Seconds()
+	}
 	return Report{Trial: r.Trial, Violations: c.out, Stats: c.stats}
 }
 

@@ -19,6 +19,9 @@ type Records struct {
 	Sessions  []Session
 	Fault     Fault
 	Probes    []Probe
+	// Began and Ended are when the workload started its first turn and
+	// stopped starting turns: the span its rate (Stats.Rate) is over.
+	Began, Ended time.Time
 }
 
 // Turn is one turn a client started, with what Temporal holds of it at

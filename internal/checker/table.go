@@ -7,19 +7,19 @@ import (
 )
 
 // Table renders reports as a Markdown table, one row per trial: the
-// turns that ended, the writes, the events clients received, their
+// turns that ended and their rate over the workload's span, the writes, the events clients received, their
 // resumes, the writes lost (ended ok, never received) and duplicated
 // (applied more than once), the count of every other violation, and how
 // long after the fault healed a probe turn succeeded. The violations
 // follow the table, one line each, when there are any.
 func Table(reports []Report) string {
 	var b strings.Builder
-	b.WriteString("| trial | turns | writes | events | resumes | lost | duplicated | other violations | recovery |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| trial | turns | turns/s | writes | events | resumes | lost | duplicated | other violations | recovery |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range reports {
 		lost, dup := r.Count(LostWrite), r.Count(DuplicateWrite)
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			cell(r.Trial), thousands(r.Stats.Ended), thousands(r.Stats.Writes), thousands(r.Stats.Events),
+		fmt.Fprintf(&b, "| %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s |\n",
+			cell(r.Trial), thousands(r.Stats.Ended), r.Stats.Rate, thousands(r.Stats.Writes), thousands(r.Stats.Events),
 			thousands(r.Stats.Resumes), thousands(lost), thousands(dup), thousands(len(r.Violations)-lost-dup),
 			recovery(r.Stats))
 	}

@@ -113,6 +113,40 @@ func (k *Link) Cut() error {
 	return nil
 }
 
+// CutOneWay drops what the server sends the client, while what the
+// client sends still arrives: its connections are half-open, the
+// server's end live and the client's waiting for answers that never
+// come. Heal ends it.
+func (k *Link) CutOneWay() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cut {
+		return nil
+	}
+	if err := k.addToxic("cut-downstream", "timeout", "downstream", `{"timeout":0}`); err != nil {
+		return err
+	}
+	k.cut = true
+	return nil
+}
+
+// Bandwidth limits what the link carries each way to kbps kilobytes a
+// second; 0 removes the limit.
+func (k *Link) Bandwidth(kbps int) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, dir := range []string{"upstream", "downstream"} {
+		name := "bandwidth-" + dir
+		_ = k.p.Toxics.RemoveToxic(context.Background(), name)
+		if kbps > 0 {
+			if err := k.addToxic(name, "bandwidth", dir, fmt.Sprintf(`{"rate":%d}`, kbps)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Heal ends a cut. The connections that lived through it lost what was
 // sent, so they are closed (as their ends' timeouts would have), and
 // the link takes new ones.
