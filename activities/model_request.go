@@ -48,6 +48,9 @@ func (a *Activities) turnSoFar(ctx context.Context, in contract.CallModelInput) 
 func (a *Activities) storeToolFailures(ctx context.Context, tenantID, jobID string, failures []contract.ToolFailure) error {
 	for _, f := range failures {
 		msg := agent.Message{Role: agent.RoleTool, ToolCallID: f.CallID, Name: f.Tool, Content: errorPrefix + f.Message, Program: f.Program}
+		if f.Unknown {
+			msg.Content = unknownMessage(agent.ToolCall{ID: f.CallID, Name: f.Tool, Arguments: f.Args}, f.Message).Content
+		}
 		if f.Program != "" {
 			msg.ToolCalls = []agent.ToolCall{{ID: f.CallID, Name: f.Tool, Arguments: f.Args}}
 		}

@@ -299,8 +299,9 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 		rec := agent.ToolCallRecord{CallID: c.ID, Tool: c.Name, Args: argsJSON(c.Arguments)}
 		fail := func(status, msg string) {
 			rec.Status = status
-			f := contract.ToolFailure{Seq: r.base + 1 + i, CallID: c.ID, Tool: c.Name, Message: msg, Program: r.program}
-			if r.program != "" {
+			f := contract.ToolFailure{Seq: r.base + 1 + i, CallID: c.ID, Tool: c.Name, Message: msg, Program: r.program,
+				Unknown: status == agent.ToolUnknown}
+			if r.program != "" || f.Unknown {
 				f.Args = c.Arguments
 			}
 			failures = append(failures, f)
@@ -332,10 +333,7 @@ func (r *toolRound) collect(ctx workflow.Context) []contract.ToolFailure {
 				failures, r.unstored = append(failures, left...), nil
 			}
 			if err != nil {
-				status, msg := agent.ToolError, contract.ErrorOf(err).Message
-				if t.canceled != nil && contract.ErrorOf(err).Code == agent.CodeCanceled {
-					status, msg = agent.ToolCanceled, "the turn was cancelled while the call ran"
-				}
+				status, msg := callFailure(r.local[i] != nil || r.programs[i], err, t.canceled != nil)
 				rec.Step = contract.StepOf(err)
 				fail(status, msg)
 				end.Status, end.Output = status, contract.OneLine(msg, 200)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -207,7 +208,13 @@ var writes = map[string]bool{"append": true, "record": true, "guarded_append": t
 // it waits for, which the client makes once.
 func (w *workload) take(ctx context.Context, job string, ev *pb.StreamEvent) {
 	if te := ev.GetToolEnd(); te != nil && writes[te.GetName()] {
-		w.rec.CallEnded(kind.CallKey(clTenant, job, te.GetCallId()), job, checker.ParseOutcome(te.GetStatus()))
+		key := kind.CallKey(clTenant, job, te.GetCallId())
+		if te.GetStatus() != "ok" {
+			// The trial's log says what a call that did not end ok said.
+			w.e.log.Info("call did not end ok", zap.String("job", job), zap.String("call", te.GetCallId()), zap.String("key", key),
+				zap.String("status", te.GetStatus()), zap.String("output", te.GetOutput()))
+		}
+		w.rec.CallEnded(key, job, checker.ParseOutcome(te.GetStatus()))
 	}
 	ar := ev.GetApprovalRequired()
 	if ar == nil {

@@ -205,6 +205,10 @@ type ToolFailure struct {
 	// arguments, which its step keeps.
 	Program string `json:"program,omitempty"`
 	Args    string `json:"args,omitempty"`
+	// Unknown says the call may have made its write: its worker was lost
+	// mid-call and no attempt answered (agent.ToolUnknown). The model
+	// reads it as an unknown outcome, with Args, not as an error.
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 // CallModelResult is the model's reply. Content is the final answer when
