@@ -18,8 +18,9 @@ import (
 )
 
 var (
-	clusterFull = flag.Bool("cluster.full", false, "run every cluster trial (go tool task chaos:cluster)")
-	clusterOnly = flag.String("cluster.only", "", "run only the cluster trials whose ids or names match this regexp")
+	clusterFull    = flag.Bool("cluster.full", false, "run every cluster trial (go tool task chaos:cluster)")
+	clusterOnly    = flag.String("cluster.only", "", "run only the cluster trials whose ids or names match this regexp")
+	clusterClients = flag.Int("cluster.clients", 6, "the workload's clients, each starting turn after turn")
 )
 
 // TestClusterTrials runs the cluster trials — in `go tool task test` the
