@@ -44,7 +44,6 @@ type workload struct {
 	approvals []checker.Approval
 	sessions  map[string]*checker.Session
 	probes    []checker.Probe
-	seq       atomic.Int64
 }
 
 const (
@@ -194,6 +193,7 @@ func (w *workload) follow(ctx context.Context, job string, sr *checker.StreamRec
 		if errors.Is(err, io.EOF) {
 			err = errors.New("stream ended without its terminal event")
 		}
+		w.e.log.Info("stream broke; resuming", zap.String("job", job), zap.Int64("after", sr.Last()), zap.Error(err))
 		select {
 		case <-ctx.Done():
 		case <-time.After(500 * time.Millisecond):
