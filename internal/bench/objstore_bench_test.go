@@ -99,11 +99,12 @@ func blobBytes(name string) io.Reader {
 // BenchmarkBlobTurn moves a 200 MiB blob through one turn: a tool
 // downloads it and keeps it as a file (a blob), and its next call reads
 // it back by ref and sends it on; with the blob kept in PostgreSQL's
-// chunks, and on the stack's S3 store (gofakes3 on disk). It reports the
-// turn's time and the worker's heap: the worker runs in this process,
-// so the growth of its Go heap in use at its peak (sampled every
-// millisecond, the collector at GOGC=10 so the heap follows what is
-// live) is what it held; the bytes allocated in all beside it.
+// chunks, and on the stack's S3 store (SeaweedFS, a process of the
+// stack, as a real store is another machine). It reports the turn's
+// time and the worker's heap: the worker runs in this process, so the
+// growth of its Go heap in use at its peak (sampled every millisecond,
+// the collector at GOGC=10 so the heap follows what is live) is what it
+// held; the bytes allocated in all beside it.
 func BenchmarkBlobTurn(b *testing.B) {
 	files := blobFiles()
 	defer files.Close()
