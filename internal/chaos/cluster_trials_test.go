@@ -257,6 +257,9 @@ func runClusterTrial(ctx context.Context, e *clusterEnv, tr clusterTrial, run st
 		return checker.Report{Trial: tr.name}, fmt.Errorf("%s: records: %w", tr.id, err)
 	}
 	rep := checker.Check(recs)
+	if len(rep.Violations) > 0 {
+		w.explain(ctx, rep)
+	}
 	if tr.mend != nil {
 		if err := tr.mend(ctx, e); err != nil {
 			return rep, fmt.Errorf("%s: mend: %w", tr.id, err)

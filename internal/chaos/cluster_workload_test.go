@@ -44,6 +44,8 @@ type workload struct {
 	approvals []checker.Approval
 	sessions  map[string]*checker.Session
 	probes    []checker.Probe
+	// asked are the calls (by key) a person was asked to approve.
+	asked map[string]bool
 }
 
 const (
@@ -53,7 +55,7 @@ const (
 )
 
 func newWorkload(e *clusterEnv, run string) *workload {
-	return &workload{e: e, run: run, turns: map[string]*checker.Turn{}, sessions: map[string]*checker.Session{}}
+	return &workload{e: e, run: run, turns: map[string]*checker.Turn{}, sessions: map[string]*checker.Session{}, asked: map[string]bool{}}
 }
 
 // drive runs clients until ctx ends (they finish the turn they follow,
@@ -220,10 +222,30 @@ func (w *workload) take(ctx context.Context, job string, ev *pb.StreamEvent) {
 	if ar == nil {
 		return
 	}
+	key := kind.CallKey(clTenant, job, ar.GetCallId())
+	w.mu.Lock()
+	resend := w.asked[key]
+	w.asked[key] = true
+	w.mu.Unlock()
+	if resend {
+		// Asked again for a call already decided: its outcome is unknown,
+		// and the product asks whether to send it a second time. The
+		// person does not, not having checked whether it went through:
+		// a second delivery would be theirs, not the product's.
+		no := false
+		_ = retry(ctx, func(ctx context.Context) error {
+			_, err := pb.NewAgentServiceClient(w.e.conn).Approve(w.e.auth(ctx), &pb.ApproveRequest{
+				StreamId: contract.TurnWorkflowID(clTenant, job), CallId: ar.GetCallId(), ApprovalId: ar.GetApprovalId(), Approved: &no,
+				Reason: "not sent again: whether it went through was not checked"})
+			return err
+		})
+		w.e.log.Info("declined to send a call again", zap.String("job", job), zap.String("call", ar.GetCallId()))
+		return
+	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(job))
 	approve := h.Sum32()%3 != 0
-	a := checker.Approval{ID: ar.GetApprovalId(), Job: job, Approve: approve, Key: kind.CallKey(clTenant, job, ar.GetCallId())}
+	a := checker.Approval{ID: ar.GetApprovalId(), Job: job, Approve: approve, Key: key}
 	_ = retry(ctx, func(ctx context.Context) error {
 		a.Sent++
 		res, err := pb.NewAgentServiceClient(w.e.conn).Approve(w.e.auth(ctx), &pb.ApproveRequest{
