@@ -36,8 +36,9 @@ func Seaweed(ctx context.Context, progress io.Writer, root string) (string, erro
 //
 // The admin server listens on the loopback address whatever the
 // server's address. SeaweedFS also serves every gRPC port on a Unix
-// socket, /tmp/seaweedfs-<service>-grpc-<port>.sock, and the filer on
-// /tmp/seaweedfs-filer-<port>.sock: paths a network namespace does not
+// socket, /tmp/seaweedfs-<service>-grpc-<port>.sock, and the filer and
+// the S3 API on /tmp/seaweedfs-filer-<port>.sock and
+// /tmp/seaweedfs-s3-<port>.sock: paths a network namespace does not
 // separate. Two servers on one machine need ports of their own even in
 // different network namespaces (or a /tmp of their own), else one takes
 // the other's sockets ([SeaweedPorts.Sockets]).
@@ -172,7 +173,9 @@ type seaweedCredential struct {
 // stack's configuration fails until then, and is the readiness check
 // devstack uses. Restarted on existing volumes, its master assigns none
 // for 15 s (three of the volume server's heartbeats, so that every
-// volume server reports first): writes in that time wait for it.
+// volume server reports first): writes in that time wait for it, and a
+// stop in that time takes until its end (the filer's last flush is a
+// write).
 func SeaweedArgs(dir, ip string, ports SeaweedPorts) ([]string, error) {
 	ports, err := ports.withDefaults()
 	if err != nil {
