@@ -83,6 +83,7 @@ type Cluster struct {
 	pgBin            string
 	pgCred           *syscall.Credential
 	log              *zap.Logger
+	progress         io.Writer
 }
 
 // Start makes the network and its hosts and starts every part, in the
@@ -93,7 +94,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, errors.New("cluster: Dir is required")
 	}
 	opts.Workers, opts.Gateways = cmp.Or(opts.Workers, 3), cmp.Or(opts.Gateways, 2)
-	c := &Cluster{hosts: map[string]*Host{}, dir: opts.Dir, log: cmp.Or(opts.Logger, zap.NewNop())}
+	c := &Cluster{hosts: map[string]*Host{}, dir: opts.Dir, log: cmp.Or(opts.Logger, zap.NewNop()), progress: opts.Progress}
 	var err error
 	if c.pgBin, c.pgCred, err = devstack.PostgresPrograms(); err != nil {
 		return nil, err

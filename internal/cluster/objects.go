@@ -27,7 +27,7 @@ func seaweedPorts(index int) devstack.SeaweedPorts {
 // startObjects runs SeaweedFS on the s3 host and creates agentflow's
 // bucket: the real S3-compatible server, on a host a trial can cut off.
 func (c *Cluster) startObjects(ctx context.Context, root string) error {
-	bin, err := devstack.Seaweed(ctx, nil, root)
+	bin, err := devstack.Seaweed(ctx, c.progress, root)
 	if err != nil {
 		return err
 	}
