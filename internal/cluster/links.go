@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -33,9 +32,13 @@ type Link struct {
 	Name string
 	// Addr is where the client connects.
 	Addr string
-	p    *toxiproxy.Proxy
+	srv  *toxiproxy.ApiServer
 	mu   sync.Mutex
+	p    *toxiproxy.Proxy
 	cut  bool
+	// latency, jitter (ms) and bandwidth (KB/s) are the link's lasting
+	// faults, kept through a renew.
+	latency, jitter, bandwidth int
 }
 
 func newLinks(ip netip.Addr) *Links {
@@ -56,7 +59,7 @@ func (l *Links) Add(from, to, upstream string) (*Link, error) {
 	if err := l.srv.Collection.Add(p, true); err != nil {
 		return nil, fmt.Errorf("cluster: link %s: %w", name, err)
 	}
-	k := &Link{Name: name, Addr: p.Listen, p: p}
+	k := &Link{Name: name, Addr: p.Listen, p: p, srv: l.srv}
 	l.byName[name] = k
 	return k, nil
 }
@@ -131,20 +134,17 @@ func (k *Link) CutOneWay() error {
 }
 
 // Bandwidth limits what the link carries each way to kbps kilobytes a
-// second; 0 removes the limit.
+// second; 0 removes the limit. Changing a limit closes the link's
+// connections.
 func (k *Link) Bandwidth(kbps int) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for _, dir := range []string{"upstream", "downstream"} {
-		name := "bandwidth-" + dir
-		_ = k.p.Toxics.RemoveToxic(context.Background(), name)
-		if kbps > 0 {
-			if err := k.addToxic(name, "bandwidth", dir, fmt.Sprintf(`{"rate":%d}`, kbps)); err != nil {
-				return err
-			}
-		}
+	if k.bandwidth != 0 {
+		k.bandwidth = kbps
+		return k.renew(k.p.Upstream, k.cut)
 	}
-	return nil
+	k.bandwidth = kbps
+	return k.lasting()
 }
 
 // Heal ends a cut. The connections that lived through it lost what was
@@ -157,55 +157,83 @@ func (k *Link) Heal() error {
 		return nil
 	}
 	k.cut = false
-	return k.restart(k.p.Upstream)
+	return k.renew(k.p.Upstream, false)
 }
 
 // Repoint sends the link's new connections to upstream and closes its
 // connections to the old one, as a floating address or a proxy in front
-// of a failed-over database does.
+// of a failed-over database does. A cut ends with it.
 func (k *Link) Repoint(upstream string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.restart(upstream)
+	k.cut = false
+	return k.renew(upstream, false)
 }
 
-// Reset closes every connection of the link at once, with a reset.
+// Reset closes every connection of the link at once. A cut ends with it;
+// latency and bandwidth stay.
 func (k *Link) Reset() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.restart(k.p.Upstream)
+	k.cut = false
+	return k.renew(k.p.Upstream, false)
 }
 
-// restart stops the link (closing its connections) and starts it again
-// on the same address, to upstream, without the cut; k.mu is held.
-func (k *Link) restart(upstream string) error {
-	for _, dir := range []string{"upstream", "downstream"} {
-		_ = k.p.Toxics.RemoveToxic(context.Background(), "cut-"+dir)
+// renew replaces the link's proxy with a new one on the same address, to
+// upstream, with the lasting faults and, when cut, the cut: the old one
+// stops, closing its connections. A toxic is never taken off a proxy
+// that carries connections (Toxiproxy can wait forever on a link blocked
+// in one); a new proxy has none to wait on. k.mu is held.
+func (k *Link) renew(upstream string, cut bool) error {
+	_ = k.srv.Collection.Remove(k.Name)
+	p := toxiproxy.NewProxy(k.srv, k.Name, k.Addr, upstream)
+	k.p = p
+	if err := k.lasting(); err != nil {
+		return err
 	}
-	if err := k.p.Update(&toxiproxy.Proxy{Listen: k.p.Listen, Upstream: upstream, Enabled: false}); err != nil {
-		return fmt.Errorf("cluster: stop link %s: %w", k.Name, err)
+	if cut {
+		for _, dir := range []string{"upstream", "downstream"} {
+			if err := k.addToxic("cut-"+dir, "timeout", dir, `{"timeout":0}`); err != nil {
+				return err
+			}
+		}
 	}
-	if err := k.p.Update(&toxiproxy.Proxy{Listen: k.Addr, Upstream: upstream, Enabled: true}); err != nil {
-		return fmt.Errorf("cluster: start link %s: %w", k.Name, err)
+	if err := k.srv.Collection.Add(p, true); err != nil {
+		return fmt.Errorf("cluster: restart link %s: %w", k.Name, err)
 	}
 	return nil
 }
 
-// Latency delays what the link carries, each way, by d milliseconds with
-// jitter more or less; 0 removes it.
-func (k *Link) Latency(ms, jitter int) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+// lasting adds the latency and bandwidth toxics the link's settings call
+// for and it lacks. k.mu is held.
+func (k *Link) lasting() error {
 	for _, dir := range []string{"upstream", "downstream"} {
-		name := "latency-" + dir
-		_ = k.p.Toxics.RemoveToxic(context.Background(), name)
-		if ms > 0 {
-			if err := k.addToxic(name, "latency", dir, fmt.Sprintf(`{"latency":%d,"jitter":%d}`, ms, jitter)); err != nil {
+		if k.latency > 0 && k.p.Toxics.GetToxic("latency-"+dir) == nil {
+			if err := k.addToxic("latency-"+dir, "latency", dir, fmt.Sprintf(`{"latency":%d,"jitter":%d}`, k.latency, k.jitter)); err != nil {
+				return err
+			}
+		}
+		if k.bandwidth > 0 && k.p.Toxics.GetToxic("bandwidth-"+dir) == nil {
+			if err := k.addToxic("bandwidth-"+dir, "bandwidth", dir, fmt.Sprintf(`{"rate":%d}`, k.bandwidth)); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// Latency delays what the link carries, each way, by ms milliseconds
+// with jitter more or less; 0 removes it. Changing a delay closes the
+// link's connections.
+func (k *Link) Latency(ms, jitter int) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.latency != 0 {
+		k.latency, k.jitter = ms, jitter
+		return k.renew(k.p.Upstream, k.cut)
+	}
+	k.latency, k.jitter = ms, jitter
+	return k.lasting()
 }
 
 func (k *Link) addToxic(name, kind, stream, attrs string) error {

@@ -105,6 +105,24 @@ func TestLinks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "b:slow", got)
 	require.GreaterOrEqual(t, time.Since(begin), 200*time.Millisecond, "100 ms each way")
+
+	// A reset keeps the latency; taking it off closes the connections,
+	// which carried it, and the link goes on.
+	require.NoError(t, k.Reset())
+	c, r = dial(t, k.Addr)
+	begin = time.Now()
+	_, err = ask(c, r, "still slow", 5*time.Second)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(begin), 200*time.Millisecond, "the latency outlives a reset")
+	require.NoError(t, k.Latency(0, 0))
+	_, err = ask(c, r, "gone", 5*time.Second)
+	require.Error(t, err, "changing the latency closed the connection")
+	require.NoError(t, k.Bandwidth(64))
+	require.NoError(t, k.Bandwidth(0))
+	c, r = dial(t, k.Addr)
+	got, err = ask(c, r, "plain", 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "b:plain", got)
 }
 
 // TestBalancer: connections go to the backends in turn, passing over one
