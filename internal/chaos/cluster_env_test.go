@@ -183,7 +183,7 @@ tools:
     kind: openapi_action
     approval: never
     description: Fetches the large report.
-    config: {server: "http://%[1]s", spec: {openapi: 3.0.3, info: {title: Reports, version: "1"}, paths: {/big: {get: {operationId: big, responses: {"200": {description: the report, content: {application/json: {schema: {type: object}}}}}}}}}}
+    config: {server: "http://%[1]s", max_response_bytes: 8388608, spec: {openapi: 3.0.3, info: {title: Reports, version: "1"}, paths: {/big: {get: {operationId: big, parameters: [{name: job, in: query, required: true, schema: {type: string}}], responses: {"200": {description: the report, content: {application/json: {schema: {type: array, items: {type: object}}}}}}}}}}}
 agents:
   - id: careless
     description: Writes entries, trusting the journal to deduplicate.
@@ -228,7 +228,7 @@ func clusterScript() *scripted.Script {
 			{Name: "write", When: scripted.When{User: `^write for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: calls("append", "append", 3)}},
 			{Name: "record", When: scripted.When{User: `^record for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: calls("record", "record", 3)}},
 			{Name: "careless", When: scripted.When{User: `^careless for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: calls("careless_append", "carelessAppend", 3)}},
-			{Name: "big", When: scripted.When{User: `^big for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "fetch_big", Arguments: `{"operation_id": "big"}`}}}},
+			{Name: "big", When: scripted.When{User: `^big for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: []scripted.ToolCallSpec{{Name: "fetch_big", Arguments: `{"operation_id": "big", "params": {"job": "${job}"}}`}}}},
 			{Name: "guard", When: scripted.When{User: `^guard for (?P<job>\S+)$`}, Reply: scripted.Reply{ToolCalls: calls("guarded_append", "guardedAppend", 1)}},
 			{Name: "chat", When: scripted.When{User: `^say (?P<word>\S+)$`}, Reply: scripted.Reply{Text: "You said ${word}, and I heard it."}},
 			{Name: "probe", When: scripted.When{User: `^ping$`}, Reply: scripted.Reply{Text: "pong"}},
@@ -249,15 +249,18 @@ func clusterDir() (string, error) {
 // store keeps (above objstore.DefaultMinBlobBytes).
 const bigRows = 24000
 
-// serveBig answers the large report.
-func serveBig(w http.ResponseWriter, _ *http.Request) {
+// serveBig answers the large report of a turn: its own bytes (the job is
+// in every row), so that each turn keeps a blob of its own.
+func serveBig(w http.ResponseWriter, r *http.Request) {
+	job := r.URL.Query().Get("job")
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"rows":[`)
+	// An array of rows: a dataset, which the tool keeps as a blob.
+	_, _ = io.WriteString(w, `[`)
 	for i := range bigRows {
 		if i > 0 {
 			_, _ = io.WriteString(w, ",")
 		}
-		_, _ = fmt.Fprintf(w, `{"i":%d,"text":"row %d of the large report, with words enough to weigh a hundred bytes"}`, i, i)
+		_, _ = fmt.Fprintf(w, `{"i":%d,"job":%q,"text":"row %d of the large report, with words enough to weigh a hundred"}`, i, job, i)
 	}
-	_, _ = io.WriteString(w, "]}")
+	_, _ = io.WriteString(w, "]")
 }

@@ -260,12 +260,38 @@ func runClusterTrial(ctx context.Context, e *clusterEnv, tr clusterTrial, run st
 	if len(rep.Violations) > 0 {
 		w.explain(ctx, rep)
 	}
+	if tr.big {
+		if err := e.keptInS3(ctx, fault); err != nil {
+			return rep, fmt.Errorf("%s: %w", tr.id, err)
+		}
+	}
 	if tr.mend != nil {
 		if err := tr.mend(ctx, e); err != nil {
 			return rep, fmt.Errorf("%s: mend: %w", tr.id, err)
 		}
 	}
 	return rep, nil
+}
+
+// keptInS3 checks that the turns kept their reports in the object store
+// during the fault and after it: blobs written while S3 was down waited
+// for it (or went to PostgreSQL), and the trial says how many did which.
+func (e *clusterEnv) keptInS3(ctx context.Context, f checker.Fault) error {
+	var during, after, inPG int
+	err := e.db.QueryRow(ctx, `SELECT
+		count(*) FILTER (WHERE object_key IS NOT NULL AND created_at BETWEEN $1 AND $2),
+		count(*) FILTER (WHERE object_key IS NOT NULL AND created_at > $2),
+		count(*) FILTER (WHERE object_key IS NULL AND created_at > $1)
+		FROM cas_blobs WHERE size > 1000000`, f.Injected, f.Healed).Scan(&during, &after, &inPG)
+	if err != nil {
+		return fmt.Errorf("count blobs: %w", err)
+	}
+	// On stdout, beside the table.
+	fmt.Printf("S3 down: %d large results kept in S3 while it was down, %d after it came back, %d in PostgreSQL since the fault\n", during, after, inPG)
+	if after == 0 {
+		return fmt.Errorf("no large result was kept in S3 after it came back (%d while it was down, %d in PostgreSQL)", during, inPG)
+	}
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -209,14 +209,16 @@ var writes = map[string]bool{"append": true, "record": true, "guarded_append": t
 // take records what an event says of a call: its end, and a decision
 // it waits for, which the client makes once.
 func (w *workload) take(ctx context.Context, job string, ev *pb.StreamEvent) {
-	if te := ev.GetToolEnd(); te != nil && writes[te.GetName()] {
+	if te := ev.GetToolEnd(); te != nil {
 		key := kind.CallKey(clTenant, job, te.GetCallId())
 		if te.GetStatus() != "ok" {
 			// The trial's log says what a call that did not end ok said.
-			w.e.log.Info("call did not end ok", zap.String("job", job), zap.String("call", te.GetCallId()), zap.String("key", key),
-				zap.String("status", te.GetStatus()), zap.String("output", te.GetOutput()))
+			w.e.log.Info("call did not end ok", zap.String("job", job), zap.String("tool", te.GetName()), zap.String("call", te.GetCallId()),
+				zap.String("key", key), zap.String("status", te.GetStatus()), zap.String("output", te.GetOutput()))
 		}
-		w.rec.CallEnded(key, job, checker.ParseOutcome(te.GetStatus()))
+		if writes[te.GetName()] {
+			w.rec.CallEnded(key, job, checker.ParseOutcome(te.GetStatus()))
+		}
 	}
 	ar := ev.GetApprovalRequired()
 	if ar == nil {
