@@ -77,32 +77,41 @@ func cutLink(host, server string) func(context.Context, *clusterEnv) (checker.Fa
 // first, a zombie, still waits for its answer.
 func cutMidWrite(host string) func(context.Context, *clusterEnv) (checker.Fault, error) {
 	return func(ctx context.Context, e *clusterEnv) (checker.Fault, error) {
-		k, h := e.c.Links.Get(host, "temporal"), e.c.Host(host)
-		if k == nil || h == nil {
-			return checker.Fault{}, fmt.Errorf("no host %s", host)
+		k := e.c.Links.Get(host, "temporal")
+		if k == nil {
+			return checker.Fault{}, fmt.Errorf("no link %s>temporal", host)
 		}
-		cut := make(chan error, 1)
-		var once sync.Once
-		tap := func(from string) {
-			if from == h.Addr.String() {
-				once.Do(func() { cut <- k.Cut() })
-			}
+		if err := e.atWrite(host, k.Cut); err != nil {
+			return checker.Fault{}, err
 		}
-		e.tap.Store(&tap)
-		defer e.tap.Store(nil)
-		f := checker.Fault{}
-		select {
-		case err := <-cut:
-			if err != nil {
-				return f, err
-			}
-		case <-time.After(time.Minute):
-			return f, fmt.Errorf("%s sent no write within a minute", host)
-		}
-		f.Injected = time.Now()
+		f := checker.Fault{Injected: time.Now()}
 		sleep(ctx, clusterPartition)
 		f.Healed = time.Now()
 		return f, k.Heal()
+	}
+}
+
+// atWrite waits for host's next write to the journal and does act as it
+// arrives, before the journal counts it: the write is then in flight.
+func (e *clusterEnv) atWrite(host string, act func() error) error {
+	h := e.c.Host(host)
+	if h == nil {
+		return fmt.Errorf("no host %s", host)
+	}
+	done := make(chan error, 1)
+	var once sync.Once
+	tap := func(from string) {
+		if from == h.Addr.String() {
+			once.Do(func() { done <- act() })
+		}
+	}
+	e.tap.Store(&tap)
+	defer e.tap.Store(nil)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		return fmt.Errorf("%s sent no write within a minute", host)
 	}
 }
 
@@ -149,26 +158,11 @@ func cutHost(name string, d time.Duration) func(context.Context, *clusterEnv) (c
 // another worker: with the protection off, the retry sends the write
 // again.
 func killMidWrite(ctx context.Context, e *clusterEnv) (checker.Fault, error) {
-	p, h := e.c.Workers[0], e.c.Host("worker-1")
-	killed := make(chan error, 1)
-	var once sync.Once
-	tap := func(from string) {
-		if from == h.Addr.String() {
-			once.Do(func() { killed <- p.Kill() })
-		}
+	p := e.c.Workers[0]
+	if err := e.atWrite("worker-1", p.Kill); err != nil {
+		return checker.Fault{}, err
 	}
-	e.tap.Store(&tap)
-	defer e.tap.Store(nil)
-	f := checker.Fault{}
-	select {
-	case err := <-killed:
-		if err != nil {
-			return f, err
-		}
-	case <-time.After(time.Minute):
-		return f, fmt.Errorf("worker-1 sent no write within a minute")
-	}
-	f.Injected = time.Now()
+	f := checker.Fault{Injected: time.Now()}
 	sleep(ctx, clusterPartition)
 	f.Healed = time.Now()
 	return f, p.Start(ctx)
