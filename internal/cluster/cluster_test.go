@@ -43,7 +43,9 @@ func TestCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	c, err := Start(ctx, Options{Dir: dir, Logger: zaptest.NewLogger(t),
+	// One worker and one gateway: the trials (internal/chaos) and
+	// `starter up --cluster` run the full set, often at the same time.
+	c, err := Start(ctx, Options{Dir: dir, Workers: 1, Gateways: 1, Logger: zaptest.NewLogger(t),
 		Env: []string{"AGENTFLOW_SCRIPT=demo", "AGENTFLOW_TOKENS=tok=acme:user+approver+admin:ops", "AGENTFLOW_LOG_LEVEL=info"}})
 	if err != nil {
 		dumpLogs(t, dir)
