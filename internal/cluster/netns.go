@@ -28,6 +28,7 @@ type Network struct {
 	hosts  []*Host
 	next   netip.Addr
 	lock   *os.File // held while the network is this process's (Claim)
+	serial *os.File // the machine's cluster lock, when EnvSerial asks for it
 	index  int      // Claim's number of the network, 0 for another
 }
 
@@ -87,6 +88,47 @@ func Claim(ctx context.Context) (*Network, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	serial, err := takeSerial(dir)
+	if err != nil {
+		return nil, err
+	}
+	n, err := claim(ctx, dir)
+	if err != nil {
+		if serial != nil {
+			serial.Close()
+		}
+		return nil, err
+	}
+	n.serial = serial
+	return n, nil
+}
+
+// EnvSerial, set to 1, has a process wait for every other cluster on
+// the machine to stop before it makes its own (Claim), holding the turn
+// until it stops: `go tool task test` sets it, so that its packages'
+// clusters (fifteen processes each) do not all run at once beside the
+// rest of the suite on two cores.
+const EnvSerial = "AGENTFLOW_CLUSTER_SERIAL"
+
+// takeSerial waits for the machine's cluster lock when EnvSerial asks
+// for it, and returns it held (nil when not asked).
+func takeSerial(dir string) (*os.File, error) {
+	if os.Getenv(EnvSerial) != "1" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "serial.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cluster: wait for the other clusters: %w", err)
+	}
+	return f, nil
+}
+
+// claim takes the first free network of the 250.
+func claim(ctx context.Context, dir string) (*Network, error) {
 	for i := 1; i <= 250; i++ {
 		lock, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(i)+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
@@ -192,9 +234,11 @@ func (n *Network) Close() error {
 	}
 	n.hosts = nil
 	errs = append(errs, run(context.Background(), []string{"link", "del", n.name}))
-	if n.lock != nil {
-		errs = append(errs, n.lock.Close())
-		n.lock = nil
+	for _, f := range []**os.File{&n.lock, &n.serial} {
+		if *f != nil {
+			errs = append(errs, (*f).Close())
+			*f = nil
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,4 +85,28 @@ func TestPartition(t *testing.T) {
 	require.Eventually(t, func() bool { got, err := ask(); return err == nil && got == "hello" }, 10*time.Second, 100*time.Millisecond,
 		"healed, the same process answers again")
 	require.Nil(t, srv.ProcessState, "the process ran on through the partition")
+}
+
+// TestClaimSerial: with EnvSerial set, a second network is made only
+// once the first is gone.
+func TestClaimSerial(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skip(err)
+	}
+	t.Setenv(EnvSerial, "1")
+	ctx := context.Background()
+	first, err := Claim(ctx)
+	require.NoError(t, err)
+	var closed atomic.Bool
+	got := make(chan bool)
+	go func() {
+		second, err := Claim(ctx)
+		if err == nil {
+			defer second.Close()
+		}
+		got <- err == nil && closed.Load()
+	}()
+	closed.Store(true)
+	require.NoError(t, first.Close())
+	require.True(t, <-got, "the second network came after the first was gone")
 }
