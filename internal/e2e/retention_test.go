@@ -52,8 +52,14 @@ func TestRetentionSchedule(t *testing.T) {
 
 	// The worker made the schedule; a run of it now.
 	h := ts.Client().ScheduleClient().GetHandle(ctx, contract.RetentionScheduleID(ts.TaskQueue))
-	desc, err := h.Describe(ctx)
-	require.NoError(t, err)
+	// A describe is a query of the scheduler's workflow on the server's
+	// system worker, which a loaded server may not answer in its deadline.
+	var desc *client.ScheduleDescription
+	require.Eventually(t, func() bool {
+		var err error
+		desc, err = h.Describe(ctx)
+		return err == nil
+	}, 2*time.Minute, 500*time.Millisecond)
 	require.Equal(t, time.Hour, desc.Schedule.Spec.Intervals[0].Every)
 	require.NoError(t, h.Trigger(ctx, client.ScheduleTriggerOptions{}))
 	var wid string
@@ -64,8 +70,8 @@ func TestRetentionSchedule(t *testing.T) {
 		}
 		wid = d.Info.RecentActions[0].StartWorkflowResult.WorkflowID
 		return true
-	}, time.Minute, 100*time.Millisecond)
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	}, 2*time.Minute, 100*time.Millisecond)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var res contract.RetentionResult
 	require.NoError(t, ts.Client().GetWorkflow(wctx, wid, "").Get(wctx, &res))

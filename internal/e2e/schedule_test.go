@@ -44,7 +44,7 @@ func TestScheduledTurns(t *testing.T) {
 			ids = append(ids, w.GetExecution().GetWorkflowId())
 		}
 		return len(ids) == 2
-	}, time.Minute, 200*time.Millisecond)
+	}, 3*time.Minute, 200*time.Millisecond) // the scheduler and visibility of a loaded server
 
 	refs := map[string]bool{}
 	for _, wid := range ids {

@@ -46,6 +46,7 @@ import (
 
 	"github.com/agentflow/agentflow/internal/agent"
 	"github.com/agentflow/agentflow/internal/catalog"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/devstack"
 	"github.com/agentflow/agentflow/internal/devstack/devtest"
 	"github.com/agentflow/agentflow/internal/evals"
@@ -240,11 +241,27 @@ func Start(t testing.TB, opts Options) *Server {
 		gatewayConfig(t, opts, &cfg)
 	}
 	s.run(t, cfg, logger, opts.Catalogs)
+	if opts.TaskQueue == "" {
+		s.dropRetentionSchedule(t)
+	}
 
 	if gatewayRole {
 		s.dialGateway(t)
 	}
 	return s
+}
+
+// dropRetentionSchedule deletes, when the test ends, the schedule the
+// worker made for its own task queue: a queue named for one test is
+// never served again, and the schedules of a whole suite would otherwise
+// stay on the shared Temporal server, each a workflow on its system
+// worker, slowing every other test's schedules.
+func (s *Server) dropRetentionSchedule(t testing.TB) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Client().ScheduleClient().GetHandle(ctx, contract.RetentionScheduleID(s.TaskQueue)).Delete(ctx)
+	})
 }
 
 // gatewayRole reports whether the server plays the gateway role: with
