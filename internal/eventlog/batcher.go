@@ -31,8 +31,10 @@ type Sink interface {
 	// (contract.Live).
 	HandOn(ctx context.Context, streamID string, live contract.Live)
 	// Append stores a batch of a live-first call and publishes it
-	// (Appender.Append): the log takes it with the call's result.
-	Append(ctx context.Context, b agent.TokenBatch) error
+	// (Appender.Append): the log takes it with the call's result. held:
+	// the attempt holds the stream already (it claimed it, or appended
+	// before).
+	Append(ctx context.Context, b agent.TokenBatch, held bool) error
 	// Claim fences earlier attempts off the stream and returns what they
 	// stored from index from on (Appender.Claim).
 	Claim(ctx context.Context, streamID string, step, attempt int, from int64) ([]agent.Event, error)
@@ -105,6 +107,12 @@ type Batcher struct {
 	// unsent are events a live-first call could not append yet (the live
 	// path is down): they go with the next append, or in the result.
 	unsent []agent.Event
+	// held: the attempt holds the stream (it claimed it, or an append
+	// of it was stored), so its appends only continue its own claim and
+	// never claim the stream anew (Appender.Append): once the turn has
+	// sealed the call and forgotten the stream, an attempt still running
+	// appends nothing.
+	held bool
 
 	kick chan struct{}
 	stop chan struct{}
@@ -129,7 +137,7 @@ func StartBatcher(ctx context.Context, sink Sink, c Call, interval time.Duration
 		if err != nil {
 			return nil, err
 		}
-		b.first, b.sent = first, prefix
+		b.first, b.sent, b.held = first, prefix, true
 		b.next = first + int64(len(prefix))
 		if b.next > c.First {
 			b.pending = append(b.pending, retrying(c))

@@ -151,18 +151,19 @@ func (b *Batcher) flushLive(ctx context.Context) bool {
 		b.next = batch.First + int64(len(batch.Events))
 		b.unsent = append(b.unsent, batch.Events...)
 	}
-	unsent := slices.Clone(b.unsent)
+	unsent, held := slices.Clone(b.unsent), b.held
 	b.mu.Unlock()
 	if len(unsent) == 0 {
 		return true
 	}
-	err := b.sink.Append(ctx, agent.TokenBatch{StreamID: b.streamID, Step: b.step, Attempt: b.attempt, First: unsent[0].Index, Events: unsent})
+	err := b.sink.Append(ctx, agent.TokenBatch{StreamID: b.streamID, Step: b.step, Attempt: b.attempt, First: unsent[0].Index, Events: unsent}, held)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case err == nil:
 		b.sent = append(b.sent, unsent...)
 		b.unsent = b.unsent[len(unsent):]
+		b.held = true
 	case errors.Is(err, ErrFenced) || ctx.Err() != nil:
 		b.err = err
 		return false

@@ -55,6 +55,7 @@ type recordingSink struct {
 	// each claim's attempt, and claimErr fails them.
 	stored   []agent.Event
 	appended []agent.TokenBatch
+	held     []bool // each append's held, failed ones too
 	claims   []int
 	claimErr error
 }
@@ -143,9 +144,10 @@ func (l *recordingSink) HandOn(_ context.Context, _ string, live contract.Live) 
 	l.handedOn = append(l.handedOn, live)
 }
 
-func (l *recordingSink) Append(_ context.Context, b agent.TokenBatch) error {
+func (l *recordingSink) Append(_ context.Context, b agent.TokenBatch, held bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.held = append(l.held, held)
 	l.started++
 	if l.started == l.failAt {
 		return errTurnGone
@@ -906,6 +908,8 @@ func TestBatcherLiveFirst(t *testing.T) {
 	appended := slices.Clone(link.appended)
 	link.mu.Unlock()
 	require.Len(t, appended, 2, "the buffered arguments are appended at the close")
+	require.Equal(t, []bool{false, true}, link.held,
+		"the first append claims the stream; the next only continues the attempt's own claim")
 	require.Equal(t, "first", appended[0].Text())
 	require.Equal(t, []int64{5}, indices(appended[1].Events))
 	require.Equal(t, int64(4), tail.First)
@@ -949,6 +953,7 @@ func TestBatcherLiveFirstRetry(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, ok)
 			require.Equal(t, []int{2}, link.claims)
+			require.NotContains(t, link.held, false, "the attempt claimed the stream: its appends only continue the claim")
 			require.Equal(t, tc.first, tail.First)
 			var kinds []agent.EventKind
 			for i, e := range tail.Events {
@@ -1011,6 +1016,7 @@ func TestRestreamLiveFirst(t *testing.T) {
 	require.Equal(t, "the whole reply", agent.ReplayText(b.Events))
 	require.Len(t, link.appended, 1)
 	require.Equal(t, []int64{6, 7}, indices(link.appended[0].Events), "the replacement is appended")
+	require.Equal(t, []bool{true}, link.held, "after the claim")
 }
 
 // TestBatcherLiveFirstOutage: an append the live path cannot store (its
@@ -1032,6 +1038,7 @@ func TestBatcherLiveFirstOutage(t *testing.T) {
 	link.mu.Lock()
 	require.Len(t, link.appended, 1)
 	require.Equal(t, "ab", link.appended[0].Text(), "what failed went with the next append")
+	require.Equal(t, []bool{false, false}, link.held[:2], "an append that failed claimed nothing: the next claims")
 	link.mu.Unlock()
 	require.Equal(t, tail.Events[len(tail.Events)-1].Index, s.Published())
 
@@ -1046,7 +1053,7 @@ func TestBatcherLiveFirstOutage(t *testing.T) {
 // fencingSink refuses every append: a newer attempt owns the stream.
 type fencingSink struct{ *recordingSink }
 
-func (fencingSink) Append(context.Context, agent.TokenBatch) error { return ErrFenced }
+func (fencingSink) Append(context.Context, agent.TokenBatch, bool) error { return ErrFenced }
 
 // TestBehind: a live-first call run again with its reply stored takes
 // what its step showed, at the indices followers hold, and stops at the

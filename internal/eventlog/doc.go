@@ -80,7 +80,14 @@
 // live-first call that fails for good, or is stopped, is sealed by the
 // turn (contract.SealStream, a claim newer than any attempt) before it
 // logs anything else: what the call showed is logged at the indices its
-// followers saw, and its text stays, as a signalled call's does.
+// followers saw, and its text stays, as a signalled call's does. Only an
+// attempt's first append may claim the stream; once it holds it (its
+// claim or an append of it stored), it appends only while the stream's
+// fence is still its own: the turn's last activity drops the fence with
+// the stored batches (Appender.Forget), so that a new run of the job
+// starts afresh, and a stopped call's activity runs on until its next
+// heartbeat, which must not put its text at the indices of the turn's
+// closing events.
 //
 // A local call runs again from its first attempt when its workflow task is
 // lost with its worker, and that task may have run the turn's later steps

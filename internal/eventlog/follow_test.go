@@ -358,7 +358,7 @@ func TestFollowReadsCallInFlight(t *testing.T) {
 		}
 		return agent.TokenBatch{StreamID: id, Step: 1, Attempt: 1, First: evs[0].Index, Events: evs}
 	}
-	require.NoError(t, e.pub.Append(ctx, call(ev(id, 3, agent.EventToken, "Hel"), ev(id, 4, agent.EventToken, "lo"))))
+	require.NoError(t, e.pub.Append(ctx, call(ev(id, 3, agent.EventToken, "Hel"), ev(id, 4, agent.EventToken, "lo")), false))
 
 	f := e.follow(ctx, id, 0)
 	requireIndices(t, f.next(t, 4), 1, 4)
@@ -369,7 +369,7 @@ func TestFollowReadsCallInFlight(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.pool.Exec(ctx, `INSERT INTO live_batches (stream_id, first, last, events) VALUES ($1, 5, 5, $2)`, id, lost)
 	require.NoError(t, err)
-	require.NoError(t, e.pub.Append(ctx, call(ev(id, 6, agent.EventToken, "ld"))))
+	require.NoError(t, e.pub.Append(ctx, call(ev(id, 6, agent.EventToken, "ld")), true))
 	got := f.next(t, 2)
 	requireIndices(t, got, 5, 6)
 	require.Equal(t, " world", got[0].Text+got[1].Text)

@@ -44,7 +44,7 @@ func TestReadWhileTaskHeld(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the local activity did not start")
 	}
-	require.NoError(t, e.pub.Append(ctx, callBatch(id, ev(id, 3, agent.EventToken, "Hel"), ev(id, 4, agent.EventToken, "lo"))))
+	require.NoError(t, e.pub.Append(ctx, callBatch(id, ev(id, 3, agent.EventToken, "Hel"), ev(id, 4, agent.EventToken, "lo")), false))
 
 	// Every read below returns while the task is held: were it to wait
 	// for the query, it would wait until the test's context ends.
@@ -76,7 +76,7 @@ func TestReadWhileTaskHeld(t *testing.T) {
 		p, err := e.follower.Read(ctx, id, 4, 0, time.Minute)
 		waited <- read{p, err}
 	}()
-	require.NoError(t, e.pub.Append(ctx, callBatch(id, ev(id, 5, agent.EventToken, " world"))))
+	require.NoError(t, e.pub.Append(ctx, callBatch(id, ev(id, 5, agent.EventToken, " world")), true))
 	r := <-waited
 	require.NoError(t, r.err)
 	requireIndices(t, r.page.Events, 5, 5)
@@ -125,7 +125,7 @@ func TestReadBetweenTasks(t *testing.T) {
 	require.Equal(t, int64(4), page.Next)
 
 	// A model call streams past the log's end.
-	require.NoError(t, e.pub.Append(ctx, callBatch(id, ev(id, 4, agent.EventToken, "a"), ev(id, 5, agent.EventToken, "b"))))
+	require.NoError(t, e.pub.Append(ctx, callBatch(id, ev(id, 4, agent.EventToken, "a"), ev(id, 5, agent.EventToken, "b")), false))
 	page, err = e.follower.Read(ctx, id, 2, 0, 0)
 	require.NoError(t, err)
 	requireIndices(t, page.Events, 3, 5)

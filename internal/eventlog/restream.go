@@ -46,7 +46,8 @@ func restreamLive(ctx context.Context, sink Sink, c Call, content string, calls 
 		events[i].StreamID, events[i].Index = c.StreamID, next+int64(i)
 	}
 	if len(events) > 0 {
-		if err := sink.Append(ctx, agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: next, Events: events}); err != nil {
+		// The claim made the stream the attempt's.
+		if err := sink.Append(ctx, agent.TokenBatch{StreamID: c.StreamID, Step: c.Step, Attempt: c.Attempt, First: next, Events: events}, true); err != nil {
 			return agent.TokenBatch{}, false, err
 		}
 	}

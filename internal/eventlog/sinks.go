@@ -52,8 +52,13 @@ var ErrInterrupted = errors.New("the turn interrupted its model call")
 // is exactly what the claimer read and hands on to the log.
 type Appender interface {
 	// Append stores a batch and publishes it; ErrFenced when a newer
-	// attempt or call has claimed the stream.
-	Append(ctx context.Context, b agent.TokenBatch) error
+	// attempt or call has claimed the stream. held says the attempt holds
+	// the stream already (it claimed it, or appended before): the batch
+	// is then stored only while the stream's fence is still the attempt's
+	// own, never after the turn forgot the stream (Forget drops the fence
+	// with the batches, and a call the turn sealed may still run until
+	// its next heartbeat).
+	Append(ctx context.Context, b agent.TokenBatch, held bool) error
 	// Put stores the turn's own events handed to an activity and
 	// publishes them, unfenced.
 	Put(ctx context.Context, b agent.TokenBatch) error
@@ -234,12 +239,12 @@ func (s Sinks) signal(ctx context.Context, b agent.TokenBatch) error {
 
 // Append appends a batch of a live-first call to the live path's store
 // (Appender).
-func (s Sinks) Append(ctx context.Context, b agent.TokenBatch) error {
+func (s Sinks) Append(ctx context.Context, b agent.TokenBatch, held bool) error {
 	a, ok := s.Live.(Appender)
 	if !ok {
 		return fmt.Errorf("append token batch to %q: the live path stores nothing", b.StreamID)
 	}
-	if err := a.Append(ctx, b); err != nil {
+	if err := a.Append(ctx, b, held); err != nil {
 		return fmt.Errorf("append token batch to %q: %w", b.StreamID, err)
 	}
 	return nil

@@ -16,7 +16,10 @@
 // turn sealing a failed call, reads exactly what followers were shown and
 // no earlier attempt appends after it (Publisher.Claim). Followers read
 // the stored batches past the log's end (Hub.Stored); the turn's last
-// activity drops them once the log holds them (Publisher.Forget). A
+// activity drops them once the log holds them, and the fence with them
+// (Publisher.Forget): an attempt that holds the stream appends only while
+// the fence row is its own, so a sealed call that still runs appends
+// nothing after that either. A
 // model call that signals its batches to its turn publishes each one
 // fenced the same way, storing nothing (Publisher.PublishFenced), and a
 // retried attempt fences the stream before it reads the log's head

@@ -37,6 +37,27 @@ WITH f AS (
 )
 SELECT pg_notify($7, $8)::text FROM b`
 
+	// sqlAppendHeld stores and publishes a batch of an attempt that holds
+	// the stream already (it claimed it, or appended before): only while
+	// the stream's fence is still the attempt's own. Unlike sqlAppend it
+	// never makes the fence row: once the turn has forgotten the stream
+	// (sqlForget, which drops the row), an attempt it sealed or gave up
+	// on, which runs on until its next heartbeat, stores and publishes
+	// nothing — its batch would take the indices of the turn's closing
+	// events.
+	sqlAppendHeld = `
+WITH f AS (
+  UPDATE live_fences SET updated_at = now()
+  WHERE stream_id = $1 AND step = $2 AND attempt = $3
+  RETURNING 1
+), b AS (
+  INSERT INTO live_batches (stream_id, first, last, events)
+  SELECT $1, $4, $5, $6 FROM f
+  ON CONFLICT DO NOTHING
+  RETURNING 1
+)
+SELECT pg_notify($7, $8)::text FROM b`
+
 	// sqlPut stores the turn's own events handed to an activity and
 	// publishes them, unfenced: they are the turn's, the same whichever
 	// attempt hands them on. Handed on again (a workflow task run again),
@@ -105,9 +126,13 @@ var _ eventlog.Fencer = (*Publisher)(nil)
 const keepAbandoned = "6 hours"
 
 // Append stores a batch of a model call in flight and publishes it
-// (eventlog.Appender). eventlog.ErrFenced: a newer attempt of the call, or
-// a later call, has claimed the stream, and nothing was stored.
-func (p *Publisher) Append(ctx context.Context, b agent.TokenBatch) error {
+// (eventlog.Appender). held: the attempt holds the stream already (it
+// claimed it, or appended before), and the batch is stored only while the
+// stream's fence is its own (sqlAppendHeld); otherwise the append claims
+// the stream for it (sqlAppend). eventlog.ErrFenced: a newer attempt of
+// the call, or a later call, has claimed the stream, or the turn has
+// forgotten it, and nothing was stored.
+func (p *Publisher) Append(ctx context.Context, b agent.TokenBatch, held bool) error {
 	if len(b.Events) == 0 {
 		return nil
 	}
@@ -115,7 +140,11 @@ func (p *Publisher) Append(ctx context.Context, b agent.TokenBatch) error {
 	if err != nil {
 		return err
 	}
-	return p.fenced(ctx, b, "store batch", sqlAppend, b.StreamID, b.Step, b.Attempt, b.First, last, events, Channel, payload)
+	sql := sqlAppend
+	if held {
+		sql = sqlAppendHeld
+	}
+	return p.fenced(ctx, b, "store batch", sql, b.StreamID, b.Step, b.Attempt, b.First, last, events, Channel, payload)
 }
 
 // Put stores the turn's own events that it handed an activity

@@ -53,9 +53,9 @@ func TestAppendClaim(t *testing.T) {
 	sub := hub.Subscribe(stream)
 	defer sub.Close()
 
-	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 3, "Hel", "lo")))
+	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 3, "Hel", "lo"), false))
 	require.Equal(t, []int64{3, 4}, eventIndices(receive(t, sub)), "published as it is stored")
-	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 5, " wor")))
+	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 5, " wor"), true))
 	receive(t, sub)
 
 	evs, err := hub.Stored(ctx, stream, 3)
@@ -67,26 +67,26 @@ func TestAppendClaim(t *testing.T) {
 	evs, err = pub.Claim(ctx, stream, 1, 2, 3)
 	require.NoError(t, err)
 	require.Equal(t, []int64{3, 4, 5}, eventIndices(evs))
-	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 1, 1, 6, "ld")), eventlog.ErrFenced)
-	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 2, 6, "Hello")))
+	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 1, 1, 6, "ld"), true), eventlog.ErrFenced)
+	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 2, 6, "Hello"), true))
 	require.Equal(t, []int64{6}, eventIndices(receive(t, sub)), "the fenced batch was not published")
 	_, err = pub.Claim(ctx, stream, 1, 1, 3)
 	require.ErrorIs(t, err, eventlog.ErrFenced, "an older attempt cannot claim back")
 
 	// The same index twice is refused: an attempt writes only after
 	// what it read.
-	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 1, 2, 6, "again")), eventlog.ErrFenced)
+	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 1, 2, 6, "again"), true), eventlog.ErrFenced)
 
 	// The next step's first attempt needs no claim of its own.
-	require.NoError(t, pub.Append(ctx, callBatch(stream, 2, 1, 9, "next")))
-	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 1, 2, 7, "late")), eventlog.ErrFenced)
+	require.NoError(t, pub.Append(ctx, callBatch(stream, 2, 1, 9, "next"), false))
+	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 1, 2, 7, "late"), true), eventlog.ErrFenced)
 
 	// A sealed call (the newest attempt there can be) takes what it
 	// streamed, contiguous from the log's head.
 	evs, err = pub.Claim(ctx, stream, 2, 1<<30, 9)
 	require.NoError(t, err)
 	require.Equal(t, []int64{9}, eventIndices(evs))
-	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 2, 1, 10, "more")), eventlog.ErrFenced)
+	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 2, 1, 10, "more"), true), eventlog.ErrFenced)
 	_, err = pub.Claim(ctx, stream, 2, 1<<30, 8)
 	require.ErrorContains(t, err, "do not continue its log at index 8")
 
@@ -94,7 +94,8 @@ func TestAppendClaim(t *testing.T) {
 	evs, err = hub.Stored(ctx, stream, 0)
 	require.NoError(t, err)
 	require.Empty(t, evs)
-	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 20, "a new run")), "forgotten: the fence is gone too")
+	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 20, "a new run"), false), "forgotten: the fence is gone too")
+	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 21, "'s next batch"), true), "held: the new run's own fence")
 }
 
 // TestPublishFenced: a signalled call's batches are published, not
@@ -149,7 +150,7 @@ func TestAppendLargeBatch(t *testing.T) {
 	for i := range big {
 		big[i] = 'x'
 	}
-	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 1, string(big))))
+	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 1, string(big)), false))
 	require.Empty(t, receive(t, sub), "a wake-up")
 	evs, err := hub.Stored(ctx, stream, 0)
 	require.NoError(t, err)
@@ -200,8 +201,8 @@ func TestNextAttempt(t *testing.T) {
 	n, err := pub.NextAttempt(ctx, stream, 3, 1)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 3, 1, 9, "stale")), eventlog.ErrFenced)
-	require.NoError(t, pub.Append(ctx, callBatch(stream, 3, 2, 9, "fresh")))
+	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 3, 1, 9, "stale"), true), eventlog.ErrFenced)
+	require.NoError(t, pub.Append(ctx, callBatch(stream, 3, 2, 9, "fresh"), true))
 
 	// A sealed step takes no new attempt.
 	_, err = pub.Claim(ctx, stream, 3, sealed, 10)
@@ -233,4 +234,32 @@ func TestPut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, handed.Events, got)
 	require.NoError(t, pub.Put(ctx, agent.TokenBatch{StreamID: stream}), "nothing to store")
+}
+
+// TestForgetKeepsSealedCallFenced: a call the turn sealed (a regular
+// activity stopped by a cancellation runs on until its next heartbeat)
+// must not append again once the turn's last activity has forgotten the
+// stream: what it appended then would be published at the indices the
+// turn gives its closing events, and followers would be shown what the
+// log never holds.
+func TestForgetKeepsSealedCallFenced(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hub, pub := startStored(t)
+	const stream = "turn/demo/sealed"
+	sub := hub.Subscribe(stream)
+	defer sub.Close()
+
+	require.NoError(t, pub.Append(ctx, callBatch(stream, 1, 1, 5, "Once", " upon"), false))
+	receive(t, sub)
+	evs, err := pub.Claim(ctx, stream, 1, sealed, 5)
+	require.NoError(t, err)
+	require.Equal(t, []int64{5, 6}, eventIndices(evs), "the seal takes what was shown")
+	require.NoError(t, pub.Forget(ctx, stream))
+
+	require.ErrorIs(t, pub.Append(ctx, callBatch(stream, 1, 1, 7, " a time"), true), eventlog.ErrFenced,
+		"the sealed attempt appends nothing after the turn forgot the stream")
+	evs, err = hub.Stored(ctx, stream, 0)
+	require.NoError(t, err)
+	require.Empty(t, evs)
 }
