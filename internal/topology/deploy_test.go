@@ -204,8 +204,11 @@ func (h *heldTopology) requireOn(ctx context.Context, t *testing.T, workflowID, 
 }
 
 // requireRanOn checks that every workflow task and activity of a
-// workflow ran on the worker process p, each activity once. A local
-// activity (a model call, by default) runs inside its workflow task.
+// workflow ran on the worker process p. A local activity (a model call,
+// by default) runs inside its workflow task. An activity may have run
+// more than once — a loaded machine can miss a heartbeat (CI did, an
+// AwaitModel's) — and its retry must run on p too; that the model was
+// called once is the callers' check (Model.Calls).
 func (h *heldTopology) requireRanOn(ctx context.Context, t *testing.T, workflowID string, p *Process) {
 	t.Helper()
 	n := 0
@@ -217,7 +220,6 @@ func (h *heldTopology) requireRanOn(ctx context.Context, t *testing.T, workflowI
 		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
 			n++
 			require.Equal(t, p.PID(), pidOf(a.GetIdentity()), "activity %d of %s ran on %s", ev.GetEventId(), workflowID, p.Name)
-			require.EqualValues(t, 1, a.GetAttempt(), "activity %d of %s", ev.GetEventId(), workflowID)
 		}
 	}
 	require.NotZero(t, n, "tasks of %s", workflowID)
