@@ -278,7 +278,7 @@ func (m *modelCall) ledgerRow(ctx context.Context) store.ModelCall {
 	in, resp := m.in, m.resp
 	call := store.ModelCall{TenantID: in.TenantID, JobID: in.JobID, Step: in.Seq, Attempt: stepAttempt(ctx, in),
 		AgentID: m.ag.ID, AgentVersion: m.ag.Version, SessionID: in.SessionID, Model: cmp.Or(resp.Model, m.ag.Model), Usage: resp.Usage, Channel: in.Channel,
-		Unbudgeted: len(m.billing.Budgets.Periods()) == 0 && !m.held}
+		Unbudgeted: len(m.billing.Budgets.Periods()) == 0 && !m.held, WholeFrom: in.WholeFrom, DigestFrom: in.DigestFrom}
 	if p, ok := agent.PriceOf(m.billing.Prices, call.Model); ok {
 		cost := p.Cost(resp.Usage)
 		call.Cost = &cost

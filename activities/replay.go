@@ -108,8 +108,9 @@ func (a *Activities) recordedMatch(ctx context.Context, tenantID, recordedJob, o
 // replayed answers a replayed turn's call from its recording instead of
 // running the tool: the recorded result of the matching recorded call
 // (agent.MatchCalls: same tool, equal arguments, repeated calls in
-// order), or, for a call that matches none, a divergence the model reads
-// as the tool's error (agent.NoRecordedResult).
+// order) — or the result a person edited for it (agent.Replay.Results,
+// by the recorded call's id) — or, for a call that matches none, a
+// divergence the model reads as the tool's error (agent.NoRecordedResult).
 func (a *Activities) replayed(ctx context.Context, in contract.ExecuteToolInput, rep agent.Replay) (tools.Output, error, error) {
 	diverged := func() (tools.Output, error, error) {
 		a.log(ctx).Info("replay diverged", zap.String("recording", rep.JobID))
@@ -124,6 +125,11 @@ func (a *Activities) replayed(ctx context.Context, in contract.ExecuteToolInput,
 	}
 	if !ok {
 		return diverged()
+	}
+	if edited, ok := rep.Edited(rec.Call.ID); ok {
+		// A person's retry with this call's result edited: what they wrote
+		// is the tool's text, whatever the recording held (an error too).
+		return tools.Output{Text: edited}, nil, nil
 	}
 	content := rec.Result.Content
 	if statusOf(content) == agent.ToolError {

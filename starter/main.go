@@ -12,6 +12,7 @@
 //	starter answer --stream turn/demo/JOB           list or answer a turn's questions (ask_user)
 //	starter cancel --stream turn/demo/JOB           stop a running turn (gRPC API)
 //	starter deliveries turn/demo/JOB                where a turn's result was pushed, attempt by attempt (gRPC API)
+//	starter inspect turn/demo/JOB                   a turn's page URL and timeline: steps, tokens, cost, retries, runs (HTTP API)
 //	starter token new --tenant acme --roles user     make a bearer token and its AGENTFLOW_TOKENS entry
 //	starter route --dry-run --page ops-console "…"  which agent a request would go to (gRPC API)
 //	starter catalog apply -f catalog/               validate and apply a YAML catalog (gRPC API)
@@ -54,6 +55,8 @@ commands:
   answer    list a turn's questions, or answer one (answer --stream ID [--call ID "answer"])
   cancel    stop a running turn at its next safe point (cancel --stream ID [--reason TEXT])
   deliveries  a turn's deliveries to its deliver targets and their attempts (deliveries [--json] TURN_ID)
+  inspect   a turn's page URL and its timeline as text: steps, tokens, cost, retries, approvals, runs
+            (inspect [--json] [--all] TURN_ID; HTTP API: --http, AGENTFLOW_HTTP_API_ADDR, default 127.0.0.1:8080)
   token     make a bearer token: token new --tenant T [--roles user,approver,admin] [--name N]
   schedule  run an agent turn on a schedule (schedule create --id ID --every 1h|--cron SPEC "prompt"; schedule delete --id ID)
   route     show which agent a request would be routed to (route --dry-run --page P --role R [--metadata k=v] "message")
@@ -116,6 +119,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		"process":    processCmd,
 		"usage":      usageCmd,
 		"deliveries": deliveriesCmd,
+		"inspect":    inspectCmd,
 		"eval":       evalCmd,
 		"demo":       demoCmd,
 		"up":         upCmd,

@@ -252,6 +252,11 @@ func (l *local) startInProcess(ctx context.Context, out io.Writer, temporalDB st
 	if l.stack.TemporalHTTPAddress != "" {
 		l.cfg.TemporalHTTPAddr = l.stack.TemporalHTTPAddress
 	}
+	if l.cfg.WebUIURL == "" {
+		// Timelines link each run to the dev server's UI (none when
+		// headless, or a server the stack did not start).
+		l.cfg.WebUIURL = l.stack.UIURL
+	}
 	l.cfg.PlatformAddrs = append(l.cfg.PlatformAddrs, l.stack.PlatformAddrs()...)
 	l.srv, err = server.New(ctx, l.cfg, l.logger)
 	if err != nil {

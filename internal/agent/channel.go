@@ -29,11 +29,15 @@ const (
 	ChannelDelegate = "delegate" // a turn another turn delegated to (delegate_to_agent)
 	ChannelEval     = "eval"     // a case of an evaluation
 	ChannelNexus    = "nexus"    // the Nexus service agentflow.v1.Agents, through an endpoint
+	// ChannelRetry is a turn a person tried again from one of its steps
+	// ("try again from here" on the turn page): a replay of the recorded
+	// turn (Replay) with what the person edited.
+	ChannelRetry = "retry"
 )
 
 // channels are the known channels, in the order the docs list them.
 var channels = []string{ChannelGRPC, ChannelHTTP, ChannelSSE, ChannelWebSocket, ChannelOpenAI, ChannelAISDK, ChannelMCP,
-	ChannelA2A, ChannelAGUI, ChannelTelegram, ChannelTemporal, ChannelSchedule, ChannelProcess, ChannelDelegate, ChannelEval, ChannelNexus}
+	ChannelA2A, ChannelAGUI, ChannelTelegram, ChannelTemporal, ChannelSchedule, ChannelProcess, ChannelDelegate, ChannelEval, ChannelNexus, ChannelRetry}
 
 // KnownChannel reports whether c is one of channels.
 func KnownChannel(c string) bool { return slices.Contains(channels, c) }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentflow/agentflow/internal/words"
 )
 
 // Recordings: every completed turn is kept in the store (its request,
@@ -125,10 +127,66 @@ func (r Recording) validate() error {
 
 // Replay, on a turn request, makes the turn a replay of the recorded turn
 // JobID (of the request's own tenant): every tool call is answered from
-// the recording and none runs. Only the Evaluation workflow sets it
-// (ChannelEval).
+// the recording and none runs. The Evaluation workflow sets it
+// (ChannelEval), and so does a person's "try again from here"
+// (ChannelRetry), who may edit what some recorded calls returned.
 type Replay struct {
 	JobID string `json:"job_id"`
+	// Seq is the step of the recorded turn the person retried from, shown
+	// on the turn page; the replay itself starts from the prompt.
+	Seq int `json:"seq,omitempty"`
+	// Results are results a person edited, by the recorded call's id:
+	// each replaces what the recording holds for that call.
+	Results []ReplayResult `json:"results,omitempty"`
+}
+
+// ReplayResult is the edited result of a recorded call.
+type ReplayResult struct {
+	CallID string `json:"call_id"`
+	Result string `json:"result"`
+}
+
+// Bounds of a replay's edited results: a person edits a few, by hand.
+const (
+	MaxReplayResults     = 100
+	MaxReplayResultBytes = 64 << 10
+)
+
+// Validate checks a replay: a recording named, a step that is no
+// negative, and at most MaxReplayResults edited results, each for one
+// call (ids unique) and at most MaxReplayResultBytes.
+func (r Replay) Validate() error {
+	switch {
+	case r.JobID == "":
+		return Errorf(CodeInvalid, "replay: job_id is required: the recorded turn to replay")
+	case r.Seq < 0:
+		return Errorf(CodeInvalid, "replay: seq is %d: want a step of the recorded turn (0 or more)", r.Seq)
+	case len(r.Results) > MaxReplayResults:
+		return Errorf(CodeInvalid, "replay: %d results: want at most %d", len(r.Results), MaxReplayResults)
+	}
+	seen := make(map[string]bool, len(r.Results))
+	for i, res := range r.Results {
+		switch {
+		case strings.TrimSpace(res.CallID) == "":
+			return Errorf(CodeInvalid, "replay: results[%d].call_id is required", i)
+		case seen[res.CallID]:
+			return Errorf(CodeInvalid, "replay: results[%d].call_id %q is given twice: give each call's result once", i, words.Clip(res.CallID, 100))
+		case len(res.Result) > MaxReplayResultBytes:
+			return Errorf(CodeInvalid, "replay: results[%d].result is %d bytes: want at most %d", i, len(res.Result), MaxReplayResultBytes)
+		}
+		seen[res.CallID] = true
+	}
+	return nil
+}
+
+// Edited is the result a person gave the recorded call callID, if any.
+func (r Replay) Edited(callID string) (string, bool) {
+	for _, res := range r.Results {
+		if res.CallID == callID {
+			return res.Result, true
+		}
+	}
+	return "", false
 }
 
 // RecordedCall is a tool call of a recorded turn and the result stored

@@ -141,8 +141,8 @@ type TurnRequest struct {
 	// same request.
 	Channel string `json:"channel,omitempty"`
 	// Replay makes the turn a replay of one of its tenant's recorded
-	// turns (Replay): set by the Evaluation workflow only, and refused on
-	// any other channel.
+	// turns (Replay): set by the Evaluation workflow and by a retry only,
+	// and refused on any other channel.
 	Replay *Replay `json:"replay,omitempty"`
 
 	decodeErr string // set by UnmarshalJSON when the JSON had the wrong shape
@@ -316,8 +316,15 @@ func (r *TurnRequest) ValidateEnvelope() error {
 	if err := validateChannel(r.Channel); err != nil {
 		return err
 	}
-	if r.Replay != nil && (r.Channel != ChannelEval || r.Replay.JobID == "") {
-		return Errorf(CodeInvalid, "replay: only an evaluation replays a recorded turn")
+	if r.Replay != nil {
+		// An evaluation replays its cases, a person a turn to try again
+		// from: no other door may make a turn a replay.
+		if r.Channel != ChannelEval && r.Channel != ChannelRetry || r.Replay.JobID == "" {
+			return Errorf(CodeInvalid, "replay: only an evaluation replays a recorded turn (or a person's retry)")
+		}
+		if err := r.Replay.Validate(); err != nil {
+			return err
+		}
 	}
 	if r.Model != "" {
 		provider, _, err := ParseModel(r.Model)

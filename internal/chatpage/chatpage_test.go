@@ -40,7 +40,17 @@ func TestServe(t *testing.T) {
 		{Path + "/chat.css", "text/css; charset=utf-8", ".turn {"},
 		{EvalsPath, "text/html; charset=utf-8", "<title>agentflow evaluation</title>"},
 		{Path + "/evals.js", "text/javascript; charset=utf-8", `"/v1/evals/"`},
-		{Path + "/evals.css", "text/css; charset=utf-8", "pre.diff"},
+		{Path + "/evals.css", "text/css; charset=utf-8", "#eval-id"},
+		{Path + "/diff.js", "text/javascript; charset=utf-8", "agentflowDiff"},
+		{Path + "/page.js", "text/javascript; charset=utf-8", `"agentflow.token"`},
+		{TurnPath + "t1/job-7", "text/html; charset=utf-8", "<title>agentflow turn</title>"},
+		{TurnPath + "t1/chat-1%2F2", "text/html; charset=utf-8", `id="timeline"`},
+		{Path + "/turn.js", "text/javascript; charset=utf-8", "/timeline/steps/"},
+		{Path + "/turn.css", "text/css; charset=utf-8", ".bar"},
+		{TurnsPath, "text/html; charset=utf-8", "<title>agentflow turns</title>"},
+		{Path + "/turns.js", "text/javascript; charset=utf-8", `"/v1/turns"`},
+		{ConversationsPath + "s-1", "text/html; charset=utf-8", "<title>agentflow conversation</title>"},
+		{Path + "/conversation.js", "text/javascript; charset=utf-8", "/transcript"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			resp, body := get(tc.path, nil)
@@ -59,28 +69,37 @@ func TestServe(t *testing.T) {
 		})
 	}
 
-	// The page loads only its own files, each of which is served.
+	// Each page loads only its own files (scripts and style sheets), each
+	// of which is served; its links lead to the other pages.
+	loads := regexp.MustCompile(`<(?:script|link)\b[^>]*\b(?:src|href)="([^"]+)"`)
+	for _, p := range []struct {
+		path string
+		want []string
+	}{
+		{Path, []string{"chat.css", "chat.js"}},
+		{EvalsPath, []string{"chat.css", "evals.css", "diff.js", "evals.js"}},
+		{TurnPath + "t1/job-7", []string{"chat.css", "turn.css", "page.js", "diff.js", "turn.js"}},
+		{TurnsPath, []string{"chat.css", "turn.css", "page.js", "turns.js"}},
+		{ConversationsPath + "s-1", []string{"chat.css", "turn.css", "page.js", "conversation.js"}},
+	} {
+		_, page := get(p.path, nil)
+		var got []string
+		for _, ref := range loads.FindAllStringSubmatch(page, -1) {
+			name, ok := strings.CutPrefix(ref[1], Path+"/")
+			require.True(t, ok, "%s loads %s, not a file of its own", p.path, ref[1])
+			resp, _ := get(ref[1], nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode, ref[1])
+			got = append(got, name)
+		}
+		require.Equal(t, p.want, got, "what %s loads, in order", p.path)
+	}
 	_, page := get(Path, nil)
-	refs := regexp.MustCompile(`(?:src|href)="([^"]+)"`).FindAllStringSubmatch(page, -1)
-	require.Len(t, refs, 2, "the page loads its script and its style sheet")
-	for _, ref := range refs {
-		require.True(t, strings.HasPrefix(ref[1], Path+"/"), "the page loads %s, not a file of its own", ref[1])
-		resp, _ := get(ref[1], nil)
-		require.Equal(t, http.StatusOK, resp.StatusCode, ref[1])
-	}
+	require.Contains(t, page, `href="`+TurnsPath+`"`, "the chat page links the list of turns")
 
-	// So does the report page.
-	_, page = get(EvalsPath, nil)
-	refs = regexp.MustCompile(`(?:src|href)="([^"]+)"`).FindAllStringSubmatch(page, -1)
-	require.Len(t, refs, 3, "the report page loads its script and two style sheets")
-	for _, ref := range refs {
-		require.True(t, strings.HasPrefix(ref[1], Path+"/"), "the page loads %s, not a file of its own", ref[1])
-		resp, _ := get(ref[1], nil)
-		require.Equal(t, http.StatusOK, resp.StatusCode, ref[1])
-	}
-
-	// Without a dev token the page is offered none.
-	for _, path := range []string{Path + "/index.html", Path + "/nope.js", Path + "/static", Path + "/evals.html", EvalsPath + "/x", DevPath} {
+	// Without a dev token the page is offered none, and nothing but the
+	// pages and their files is served.
+	for _, path := range []string{Path + "/index.html", Path + "/nope.js", Path + "/static", Path + "/evals.html", EvalsPath + "/x", DevPath,
+		Path + "/turn.html", Path + "/page.go", TurnPath + "t1", TurnPath + "t1/job-7/x", TurnsPath + "/x", ConversationsPath, ConversationsPath + "s-1/x"} {
 		resp, _ := get(path, nil)
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
 	}

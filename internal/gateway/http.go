@@ -174,6 +174,9 @@ func NewHTTPAPI(s *Service, cat *CatalogService, o HTTPOptions) (*HTTPAPI, error
 	a.registerFiles(root)
 	s.knowledge.RegisterHTTP(root, apiHTTP{a}, a.maxUpload)
 	a.registerMemories(root)
+	a.registerRetry(root)
+	a.registerTurnList(root)
+	a.registerTimeline(root)
 	for _, d := range o.Doors {
 		d.Register(root, a.forChannel(d.Channel()))
 	}

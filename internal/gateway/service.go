@@ -84,6 +84,9 @@ type Options struct {
 	// (memories.go) and KnowledgeService's memory methods. Default: none,
 	// and they answer Unavailable.
 	Memories MemoryStore
+	// Timeline links turns' timelines to the Temporal Web UI and a trace
+	// viewer (timeline.go). Default: no links.
+	Timeline TimelineOptions
 }
 
 // Service implements pb.AgentServiceServer.
@@ -103,6 +106,7 @@ type Service struct {
 	// knowledge serves KnowledgeService and the knowledge routes.
 	knowledge *knowledgeapi.API
 	memories  MemoryStore
+	timeline  TimelineOptions
 	// channel is the door whose turns this Service starts
 	// (agent.TurnRequest.Channel): agent.ChannelGRPC, or the one a copy
 	// made for a door (forChannel) names.
@@ -151,6 +155,7 @@ func New(o Options) (*Service, error) {
 	}
 	s.knowledge = newKnowledge(s, o)
 	s.memories = o.Memories
+	s.timeline = o.Timeline
 	s.ending, s.endStreams = context.WithCancel(context.Background())
 	return s, nil
 }

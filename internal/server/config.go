@@ -3,7 +3,9 @@ package server
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -74,6 +76,14 @@ type Config struct {
 	// unless the HTTP API listens on a loopback address. Env
 	// AGENTFLOW_CHAT_DEV_TOKEN; default none.
 	ChatDevToken string
+	// WebUIURL is the Temporal Web UI's base URL (http or https): a
+	// turn's timeline links each of its runs to its history there. Env
+	// AGENTFLOW_WEB_UI_URL; default none (`go tool task up` and `demo`
+	// set the dev server's, http://127.0.0.1:8233). TraceURL is a trace
+	// viewer's link with {workflow_id} and {run_id} in it, which a
+	// timeline fills in (URL-escaped). Env AGENTFLOW_TRACE_URL; default
+	// none.
+	WebUIURL, TraceURL string
 	// MaxStreamsPerTenant bounds each tenant's open streams on this
 	// gateway process — gRPC Stream and Resume calls, SSE answers and
 	// WebSockets together — beyond which a new one is refused (HTTP 429,
@@ -390,6 +400,9 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if err := c.checkLinks(); err != nil {
+		return err
+	}
 	if c.ChatDevToken != "" && !Loopback(c.HTTPAPIAddr) {
 		return fmt.Errorf("%s hands its token to anyone who opens the chat page: it is for a local stack, whose HTTP API listens on a loopback address, not on %q (AGENTFLOW_HTTP_API_ADDR)", EnvChatDevToken, c.HTTPAPIAddr)
 	}
@@ -410,6 +423,31 @@ func (c Config) Validate() error {
 		if err := mcptool.CheckExecutable(cmd); err != nil {
 			return fmt.Errorf("AGENTFLOW_MCP_COMMANDS: %w", err)
 		}
+	}
+	return nil
+}
+
+// Env names Config.WebUIURL's and Config.TraceURL's variables.
+const (
+	EnvWebUIURL = "AGENTFLOW_WEB_UI_URL"
+	EnvTraceURL = "AGENTFLOW_TRACE_URL"
+)
+
+// checkLinks refuses a Web UI or trace link that is not an absolute
+// http(s) URL, and a trace link that names neither the workflow nor the
+// run.
+func (c Config) checkLinks() error {
+	for _, l := range []struct{ env, v string }{{EnvWebUIURL, c.WebUIURL}, {EnvTraceURL, c.TraceURL}} {
+		if l.v == "" {
+			continue
+		}
+		u, err := url.Parse(l.v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s=%q: want an absolute http or https URL", l.env, l.v)
+		}
+	}
+	if c.TraceURL != "" && !strings.Contains(c.TraceURL, "{workflow_id}") && !strings.Contains(c.TraceURL, "{run_id}") {
+		return fmt.Errorf("%s=%q: name the turn with {workflow_id} or {run_id} in it", EnvTraceURL, c.TraceURL)
 	}
 	return nil
 }

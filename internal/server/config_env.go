@@ -97,8 +97,8 @@ func inlineLimitsFromEnv(c *Config) error {
 }
 
 // gatewayFromEnv reads the process's roles and the gateway's listeners,
-// credentials (tokens, OIDC, the chat page's dev token), browser origins
-// and TLS.
+// credentials (tokens, OIDC, the chat page's dev token), browser origins,
+// TLS, and where timelines link (Config.checkLinks checks those).
 func gatewayFromEnv(c *Config) error {
 	c.Roles = strings.Split(cmp.Or(os.Getenv("AGENTFLOW_ROLES"), RoleWorker+","+RoleGateway), ",")
 	c.GRPCAddr = cmp.Or(os.Getenv("AGENTFLOW_GRPC_ADDR"), "127.0.0.1:50051")
@@ -115,6 +115,7 @@ func gatewayFromEnv(c *Config) error {
 		return err
 	}
 	c.ChatDevToken = os.Getenv(EnvChatDevToken)
+	c.WebUIURL, c.TraceURL = os.Getenv(EnvWebUIURL), os.Getenv(EnvTraceURL)
 	c.GRPCTLS = gateway.TLSConfig{CertFile: os.Getenv("AGENTFLOW_GRPC_TLS_CERT"), KeyFile: os.Getenv("AGENTFLOW_GRPC_TLS_KEY"),
 		ClientCAFile: os.Getenv("AGENTFLOW_GRPC_CLIENT_CA")}
 	return nil

@@ -44,7 +44,8 @@ func (s *Server) newGateway(ctx context.Context) error {
 		Secrets: s.secrets(), Payloads: payloadstore.Converter(s.payloads),
 		Knowledge: gateway.KnowledgeOptions{Store: s.knowledge, Embedder: metered.Embedder{Gates: s.gates, Inner: embedder}},
 		// Listing and erasing memories embed nothing.
-		Memories: s.knowledge.Memories(nil, s.memoryModel())})
+		Memories: s.knowledge.Memories(nil, s.memoryModel()),
+		Timeline: gateway.TimelineOptions{WebUIURL: s.cfg.WebUIURL, Namespace: s.cfg.Namespace, TraceURL: s.cfg.TraceURL}})
 	if err != nil {
 		return err
 	}

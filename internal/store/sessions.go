@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -151,9 +152,25 @@ const (
 SELECT min(seq), max(seq) FROM session_messages
 WHERE tenant_id = $1 AND session_id = $2 AND job_id = $3`
 
-	sqlCreateSession = `
-INSERT INTO sessions (tenant_id, session_id, last_seq) VALUES ($1, $2, $3)
+	// A fork's row names its origin (forked_from, forked_at_job), so that
+	// its conversation lists it (Forks).
+	sqlCreateFork = `
+INSERT INTO sessions (tenant_id, session_id, last_seq, forked_from, forked_at_job) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (tenant_id, session_id) DO NOTHING`
+
+	// The last message a session had when its turn $3 began: for a fork
+	// before a turn that left no exchange in it (one that failed, was
+	// rejected or is still running), whose place is its start.
+	sqlSessionBeforeTurn = `
+SELECT t.request->>'prompt',
+  (SELECT coalesce(max(m.seq), 0) FROM session_messages m
+   WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.created_at < t.created_at)
+FROM turns t WHERE t.tenant_id = $1 AND t.job_id = $3 AND t.session_id = $2`
+
+	sqlForks = `
+SELECT session_id, forked_at_job, created_at FROM sessions
+WHERE tenant_id = $1 AND forked_from = $2
+ORDER BY created_at, session_id`
 
 	sqlCopySession = `
 INSERT INTO session_messages (tenant_id, session_id, seq, job_id, job_index, message)
@@ -175,9 +192,12 @@ type Fork struct {
 
 // ForkSession starts session To with the transcript of session From up to
 // the fork's turn, in one transaction, and returns how many messages it
-// starts with and the prompt of the turn forked at (its first message). To
-// must be a new session (CodeConflict otherwise); a turn From does not
-// have is CodeNotFound.
+// starts with and the prompt of the turn forked at (its first message).
+// To must be a new session (CodeConflict otherwise); a turn From does not
+// have is CodeNotFound. With Before, a turn of From that left no exchange
+// in it (failed, rejected, still running) is forked at its start: the
+// messages From had when it began. The new session records where it came
+// from (Forks).
 func (s *Store) ForkSession(ctx context.Context, f Fork) (int, string, error) {
 	for _, k := range []struct{ name, v string }{{"tenant_id", f.TenantID}, {"session_id", f.From}, {"new_session_id", f.To}} {
 		if err := requireID(k.name, k.v); err != nil {
@@ -193,27 +213,12 @@ func (s *Store) ForkSession(ctx context.Context, f Fork) (int, string, error) {
 	var copied int
 	var prompt string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var first, last *int64
-		if err := tx.QueryRow(ctx, sqlSessionJobBounds, f.TenantID, f.From, f.JobID).Scan(&first, &last); err != nil {
-			return fmt.Errorf("find turn: %w", err)
+		upTo, p, err := forkPoint(ctx, tx, f)
+		if err != nil {
+			return err
 		}
-		if first == nil {
-			return agent.Errorf(agent.CodeNotFound, "session %q has no turn %q", f.From, f.JobID)
-		}
-		var raw []byte
-		if err := tx.QueryRow(ctx, sqlFirstSessionMessage, f.TenantID, f.From, f.JobID).Scan(&raw); err != nil {
-			return fmt.Errorf("read turn's prompt: %w", err)
-		}
-		var m agent.Message
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return fmt.Errorf("decode turn's prompt: %w", err)
-		}
-		prompt = m.Content
-		upTo := *last
-		if f.Before {
-			upTo = *first - 1
-		}
-		tag, err := tx.Exec(ctx, sqlCreateSession, f.TenantID, f.To, upTo)
+		prompt = p
+		tag, err := tx.Exec(ctx, sqlCreateFork, f.TenantID, f.To, upTo, f.From, f.JobID)
 		if err != nil {
 			return fmt.Errorf("create session: %w", err)
 		}
@@ -231,6 +236,74 @@ func (s *Store) ForkSession(ctx context.Context, f Fork) (int, string, error) {
 		return 0, "", fmt.Errorf("fork session %q: %w", f.From, err)
 	}
 	return copied, prompt, nil
+}
+
+// forkPoint is the last message of f.From the fork copies, and the prompt
+// of the turn forked at.
+func forkPoint(ctx context.Context, tx pgx.Tx, f Fork) (int64, string, error) {
+	var first, last *int64
+	if err := tx.QueryRow(ctx, sqlSessionJobBounds, f.TenantID, f.From, f.JobID).Scan(&first, &last); err != nil {
+		return 0, "", fmt.Errorf("find turn: %w", err)
+	}
+	if first == nil {
+		if !f.Before {
+			return 0, "", agent.Errorf(agent.CodeNotFound, "session %q has no turn %q", f.From, f.JobID)
+		}
+		var prompt *string
+		var upTo int64
+		err := tx.QueryRow(ctx, sqlSessionBeforeTurn, f.TenantID, f.From, f.JobID).Scan(&prompt, &upTo)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, "", agent.Errorf(agent.CodeNotFound, "session %q has no turn %q", f.From, f.JobID)
+		}
+		if err != nil {
+			return 0, "", fmt.Errorf("find turn's start: %w", err)
+		}
+		if prompt == nil {
+			return upTo, "", nil
+		}
+		return upTo, *prompt, nil
+	}
+	var raw []byte
+	if err := tx.QueryRow(ctx, sqlFirstSessionMessage, f.TenantID, f.From, f.JobID).Scan(&raw); err != nil {
+		return 0, "", fmt.Errorf("read turn's prompt: %w", err)
+	}
+	var m agent.Message
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return 0, "", fmt.Errorf("decode turn's prompt: %w", err)
+	}
+	if f.Before {
+		return *first - 1, m.Content, nil
+	}
+	return *last, m.Content, nil
+}
+
+// SessionFork is a session forked from another (ForkSession): its id, the
+// turn of the other it was forked at, and when.
+type SessionFork struct {
+	SessionID   string
+	ForkedAtJob string
+	CreatedAt   time.Time
+}
+
+// Forks are the sessions of tenantID forked from session, oldest first;
+// none for a session never forked, or another tenant's.
+func (s *Store) Forks(ctx context.Context, tenantID, session string) ([]SessionFork, error) {
+	if err := requireKey(tenantID, "session_id", session); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sqlForks, tenantID, session)
+	if err != nil {
+		return nil, fmt.Errorf("list forks of %q: %w", session, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SessionFork, error) {
+		var f SessionFork
+		err := row.Scan(&f.SessionID, &f.ForkedAtJob, &f.CreatedAt)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list forks of %q: %w", session, err)
+	}
+	return out, nil
 }
 
 const (

@@ -103,8 +103,12 @@ type ModelCall struct {
 	Kind  string
 	Usage agent.Usage
 	// Cost in USD; nil when the model has no price.
-	Cost      *float64
-	CreatedAt time.Time // set when read
+	Cost *float64
+	// WholeFrom and DigestFrom say what a turn's model call read of its
+	// steps (contract.CallModelInput.WholeFrom, DigestFrom): 0 and 0,
+	// every step whole. Written by PutReply; read by the timeline.
+	WholeFrom, DigestFrom int
+	CreatedAt             time.Time // set when read
 	// Unbudgeted says the tenant has no budgets, so no attempt of the
 	// call reserved anything: PutReply settles nothing. (A reservation
 	// made before the budgets were removed expires on its own.)
@@ -124,8 +128,8 @@ WITH settled AS (
   RETURNING 1
 )
 INSERT INTO usage_ledger (tenant_id, job_id, step, attempt, agent_id, agent_version, session_id, model,
-  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, channel)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $16 FROM step
+  input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost, channel, whole_from, digest_from)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18 FROM step
 ON CONFLICT (tenant_id, job_id, step, attempt) DO NOTHING`
 
 	sqlJobUsage = `
@@ -161,7 +165,8 @@ func (s *Store) PutReply(ctx context.Context, c ModelCall, m agent.Message) erro
 	// with the step, so a reply another attempt stored is counted once.
 	u := c.Usage
 	_, err = s.pool.Exec(ctx, sqlPutReply, c.TenantID, c.JobID, c.Step, c.Attempt, c.AgentID, c.AgentVersion, c.SessionID, c.Model,
-		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost, msg, !c.Unbudgeted, c.Channel)
+		max(u.PromptTokens, 0), max(u.CompletionTokens, 0), max(u.CachedTokens, 0), max(u.ReasoningTokens, 0), c.Cost, msg, !c.Unbudgeted, c.Channel,
+		max(c.WholeFrom, 0), max(c.DigestFrom, 0))
 	if err != nil {
 		if pgCode(err) == pgForeignKeyViolation {
 			return agent.Errorf(agent.CodeNotFound, "turn %q of tenant %q not found: begin it before storing steps", c.JobID, c.TenantID)

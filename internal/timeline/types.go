@@ -3,6 +3,8 @@ package timeline
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/agentflow/agentflow/internal/agent"
 )
 
 // Timeline is one page of a turn's timeline: the turn's header and
@@ -172,8 +174,8 @@ type ToolCall struct {
 	Program string `json:"program,omitempty"`
 	// Delivery is the call's write to the far side, for tools with side
 	// effects (agent.Tool delivery): its state and HTTP status.
-	Delivery *Delivery  `json:"delivery,omitempty"`
-	Approval *Approval  `json:"approval,omitempty"`
+	Delivery *Delivery `json:"delivery,omitempty"`
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // Delivery is what the side-effects ledger (tool_effects) holds of a
@@ -197,3 +199,27 @@ type Approval struct {
 
 // MaxResultPreview is how much of a tool's result an item carries.
 const MaxResultPreview = 4096
+
+// Request is what the model call at step Seq read: the JSON of
+// GET /v1/turn/{tenant}/{job}/timeline/steps/{seq}/request. The system
+// prompt and tools are those of the turn's agent version; Messages are
+// the turn's prompt, then the steps the call read whole (a step a
+// program's call stored is left out: the model read its program's
+// result). The steps a digest described are named by Digest, not shown.
+type Request struct {
+	Seq   int    `json:"seq"`
+	Model string `json:"model"`
+	// SystemPrompt is shown to callers with the admin role only;
+	// SystemPromptHidden says it was left out.
+	SystemPrompt       string          `json:"system_prompt,omitempty"`
+	SystemPromptHidden bool            `json:"system_prompt_hidden,omitempty"`
+	Tools              []ToolOffered   `json:"tools"`
+	Digest             string          `json:"digest,omitempty"`
+	Messages           []agent.Message `json:"messages"`
+}
+
+// ToolOffered is a tool the model call was offered.
+type ToolOffered struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}

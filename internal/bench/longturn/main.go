@@ -52,6 +52,7 @@ type options struct {
 	dir        string
 	modelAddr  string
 	gateway    string
+	httpAPI    string
 	temporal   string
 	namespace  string
 	token      string
@@ -69,6 +70,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.dir, "dir", ".data/longturn", "where the stack's log goes")
 	flag.StringVar(&o.modelAddr, "model-addr", "127.0.0.1:0", "where the scripted model listens")
 	flag.StringVar(&o.gateway, "gateway", "127.0.0.1:50051", "with -up=false: the gateway's gRPC address")
+	flag.StringVar(&o.httpAPI, "http-api", "http://127.0.0.1:8080", "with -up=false: the gateway's HTTP API, where the turn's timeline is read (\"\": not read)")
 	flag.StringVar(&o.temporal, "temporal", "127.0.0.1:7233", "with -up=false: the Temporal frontend")
 	flag.StringVar(&o.namespace, "namespace", "default", "the Temporal namespace")
 	flag.StringVar(&o.token, "token", "dev-token", "the gateway's bearer token, of tenant demo")

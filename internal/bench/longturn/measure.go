@@ -53,6 +53,14 @@ type report struct {
 	InputTokens       int64   `json:"input_tokens"`
 	CachedInputTokens int64   `json:"cached_input_tokens"`
 	CachedInputShare  float64 `json:"cached_input_share"`
+
+	// The turn's timeline (the turn page's JSON) once it has ended: its
+	// first page of 200 steps, its last, and every page of 1000 read in
+	// turn, in ms; and how many steps they held.
+	TimelineFirstPage float64 `json:"timeline_first_page_ms"`
+	TimelineLastPage  float64 `json:"timeline_last_page_ms"`
+	TimelineAllPages  float64 `json:"timeline_all_pages_ms"`
+	TimelineSteps     int     `json:"timeline_steps"`
 }
 
 // measure defines the agent, runs the turn with a follower on its stream
@@ -97,6 +105,11 @@ func measure(ctx context.Context, o options, st *stack, m *model) (report, error
 		progress("%v", err)
 	} else {
 		r.fromRuns(rs)
+	}
+	if st.httpAPI != "" {
+		if err := r.readTimeline(ctx, st.httpAPI, o.token, f.streamID); err != nil {
+			progress("read the turn's timeline: %v", err)
+		}
 	}
 	if turnErr != nil {
 		r.Failure = strings.TrimSuffix(turnErr.Error()+"; "+r.Failure, "; ")

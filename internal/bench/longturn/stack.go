@@ -19,6 +19,9 @@ import (
 // processes whose CPU and memory are measured.
 type stack struct {
 	gateway, temporal, namespace string
+	// httpAPI is the gateway's HTTP API (http://host:port), where the
+	// turn's timeline is read; "" when it is off.
+	httpAPI string
 	// workers are the processes that run the worker role (with -topology
 	// dev, the one process of the worker and the gateway); server is the
 	// Temporal server's (0: unknown).
@@ -52,10 +55,10 @@ func startStack(ctx context.Context, o options, modelURL string) (*stack, error)
 	}
 	s.cmd = exec.Command(o.starter, args...)
 	// The scripted model as the OpenAI provider, and free ports where the
-	// stack takes them (the machine may run other stacks); the HTTP API
-	// and the sample flights API are not needed.
+	// stack takes them (the machine may run other stacks); the sample
+	// flights API is not needed.
 	s.cmd.Env = append(os.Environ(), "OPENAI_API_KEY=scripted", "OPENAI_BASE_URL="+modelURL, "AGENTFLOW_SCRIPT=",
-		"AGENTFLOW_GRPC_ADDR=127.0.0.1:0", "AGENTFLOW_HTTP_ADDR=127.0.0.1:0", "AGENTFLOW_HTTP_API_ADDR=off", "AGENTFLOW_FLIGHTS_ADDR=off")
+		"AGENTFLOW_GRPC_ADDR=127.0.0.1:0", "AGENTFLOW_HTTP_ADDR=127.0.0.1:0", "AGENTFLOW_HTTP_API_ADDR=127.0.0.1:0", "AGENTFLOW_FLIGHTS_ADDR=off")
 	s.cmd.Stdout, s.cmd.Stderr = out, out
 	progress("starting the stack: %s %s (log: %s)", o.starter, strings.Join(args, " "), s.log)
 	if err := s.cmd.Start(); err != nil {
@@ -95,6 +98,7 @@ func (s *stack) waitUp(ctx context.Context) error {
 var (
 	grpcLine     = regexp.MustCompile(`gRPC API:\s+(\S+)`)
 	temporalLine = regexp.MustCompile(`Temporal:\s+(\S+) \(namespace (\S+)\)`)
+	chatLine     = regexp.MustCompile(`Chat page:\s+(http://\S+)/chat\b`)
 )
 
 func (s *stack) addresses(text string) error {
@@ -103,6 +107,9 @@ func (s *stack) addresses(text string) error {
 		return fmt.Errorf("the stack did not say where its gateway and Temporal are; see %s", s.log)
 	}
 	s.gateway, s.temporal, s.namespace = g[1], t[1], t[2]
+	if c := chatLine.FindStringSubmatch(text); c != nil {
+		s.httpAPI = c[1]
+	}
 	return nil
 }
 
@@ -132,7 +139,7 @@ func (s *stack) find(topology string) error {
 
 // runningStack is a stack started elsewhere (-up=false).
 func runningStack(o options) (*stack, error) {
-	s := &stack{gateway: o.gateway, temporal: o.temporal, namespace: o.namespace}
+	s := &stack{gateway: o.gateway, temporal: o.temporal, namespace: o.namespace, httpAPI: o.httpAPI}
 	for f := range strings.SplitSeq(o.workerPIDs, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue

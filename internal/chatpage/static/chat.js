@@ -619,6 +619,12 @@ function renderAnswer(turn) {
   if (turn.retries) st.append(el("span", "retries", "model call retried " + (turn.retries === 1 ? "once" : turn.retries + " times")));
   if (turn.resumed) st.append(el("span", "resumed", "resumed after event " + turn.resumed));
   if (turn.note) st.append(el("span", "note", turn.note));
+  // The turn's page (/turn/<tenant>/<job>): its timeline, step by step.
+  if (turn.stream && turn.stream.startsWith("turn/")) {
+    const a = el("a", "turn-link", "see the turn");
+    a.href = "/" + turnPath(turn.stream);
+    st.append(a);
+  }
   if (running(turn) && turn.stream) {
     const c = el("button", "cancel", "Cancel");
     c.type = "button";

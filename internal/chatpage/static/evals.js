@@ -42,22 +42,8 @@ function verdict(ok) { const td = el("td", ok ? "pass" : "fail", ok ? "pass" : "
 
 function pct(n, d) { return d ? Math.round((100 * n) / d) + "%" : "–"; }
 
-function diff(rec, rep) {
-  const pre = el("pre", null, "diff");
-  const line = (cls, s) => pre.appendChild(el("span", s + "\n", cls));
-  if (rec.answer !== rep.answer) {
-    line("del", "- answer: " + rec.answer);
-    line("add", "+ answer: " + rep.answer);
-  }
-  const calls = (cs) => (cs || []).map((c) => "call " + c.tool + " " + c.arguments);
-  const a = calls(rec.calls), b = calls(rep.calls);
-  for (let i = 0; i < Math.max(a.length, b.length); i++) {
-    if (a[i] === b[i]) { line("", "  " + a[i]); continue; }
-    if (a[i] !== undefined) line("del", "- " + a[i]);
-    if (b[i] !== undefined) line("add", "+ " + b[i]);
-  }
-  return pre;
-}
+// diff is the one the turn page uses too (diff.js, loaded first).
+const diff = window.agentflowDiff.diff;
 
 function render(run) {
   const root = $("report");
