@@ -50,6 +50,7 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, out.String(), "The demo session passed", "a newcomer under CI=true sees it succeed")
 	require.Contains(t, out.String(), "Web UI:", "and where to look")
 	require.Regexp(t, `Chat page: http://127\.0\.0\.1:\d+/chat \(signed in with dev-token\)`, out.String(), "and the chat page's link, signed in")
+	require.Regexp(t, `Turns:     http://127\.0\.0\.1:\d+/turns `, out.String(), "and the turns page's")
 
 	// The data agent: the flights fetched, sorted and kept by ref, then
 	// filtered by ref in the session's next turn.

@@ -363,6 +363,16 @@ func (l *local) chatURL() string {
 	return "http://" + addr + chatpage.Path
 }
 
+// turnsURL is the link of the page of recent turns, beside the chat
+// page's.
+func (l *local) turnsURL() string {
+	chat := l.chatURL()
+	if !strings.HasSuffix(chat, chatpage.Path) {
+		return chat
+	}
+	return strings.TrimSuffix(chat, chatpage.Path) + chatpage.TurnsPath
+}
+
 // chatLink is the chat page's link, with how it signs in.
 func (l *local) chatLink() string {
 	if l.cfg.ChatDevToken != "" {
@@ -480,6 +490,7 @@ agentflow is running.
   Model:     %s
   gRPC API:  %s (%s)
   Chat page: %s
+  Turns:     %s (each turn's page; go run ./starter inspect turn/demo/JOB prints one)
   Flights:   %s (the sample API of the data agent)
   Teams:     %s
 
@@ -493,7 +504,7 @@ Try:
   go run ./starter catalog apply -f catalog/ --dry-run
   .bin/temporal workflow list --address %s
 `, l.stack.TemporalAddress, l.stack.Namespace, cmp.Or(l.stack.UIURL, "(none)"), l.stack.DatabaseURL, l.objectsNote(), l.modelName(),
-		l.grpcAddr(), l.tokenNote(), l.chatLink(), l.flightsURL(), l.teamsNote(),
+		l.grpcAddr(), l.tokenNote(), l.chatLink(), l.turnsURL(), l.flightsURL(), l.teamsNote(),
 		l.stack.TemporalAddress, l.grpcAddr(), l.stack.TemporalAddress)
 }
 
