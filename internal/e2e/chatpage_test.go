@@ -163,6 +163,8 @@ func TestChatPage(t *testing.T) {
 	b.click(".turn:last-of-type .reasoning summary")
 	b.waitTurn("the reasoning open", func(p pageTurn) bool { return p.ReasoningOpen })
 	b.shot(b.dir, "chat-resumed")
+	require.Equal(t, "/turn/demo/"+turn.Job, b.eval(`document.querySelector(".turn:last-of-type a.turn-link").getAttribute("href")`),
+		"the answer links its turn's page")
 
 	// A second message, canceled while it streams: the part streamed stays.
 	b.run(chromedp.SendKeys(chromedp.ID("prompt"), "Tell me a story"), chromedp.Click(chromedp.ID("send")))

@@ -193,6 +193,16 @@ func TestTurnPage(t *testing.T) {
 	require.Empty(t, added, "the retry made no call the original did not, and gave its answer:\n%s", diff)
 	b.viewShot(b.dir, "turn-page-retry", "#compare-diff")
 	b.noTokenInURLs(e.all)
+	retryLink := b.eval(`document.getElementById("retry-link").getAttribute("href")`)
+	require.True(t, strings.HasPrefix(retryLink, "/turn/demo/"), retryLink)
+
+	// The list of recent turns, filtered by channel: the retry alone,
+	// linked to its page; unfiltered, the original too.
+	b.run(chromedp.Navigate(e.api + "/turns?channel=retry"))
+	b.waitPage("the retry listed", `document.querySelectorAll("#turns tbody tr[data-stream]").length === 1`)
+	require.Equal(t, retryLink, b.eval(`document.querySelector("#turns tbody tr[data-stream] a.turn-link").getAttribute("href")`))
+	b.run(chromedp.Navigate(e.api + "/turns"))
+	b.waitPage("the original listed", fmt.Sprintf(`!!document.querySelector('#turns tr[data-stream=%q]')`, stream))
 
 	// The other tenant's token on the page: not found.
 	b.signIn(e.api, e.rival)
