@@ -85,6 +85,7 @@ func TestTurnPage(t *testing.T) {
 		o.Script = auditScript()
 		o.Catalogs = []string{auditCatalog, httpCatalogs[1]}
 		o.VaultKey = []byte("0123456789abcdef0123456789abcdef") // the placeholders' vault
+		o.WebUIURL, o.TraceURL = "http://webui.example:8233", "http://traces.example/search?workflow={workflow_id}"
 	})
 	job := "audit-" + testserver.RandomID()
 	var started pb.StartResponse
@@ -163,6 +164,14 @@ func TestTurnPage(t *testing.T) {
 	require.NotEmpty(t, b.eval(`document.querySelector('li.item[data-kind="model_call"] .tokens').textContent`))
 	require.Contains(t, b.eval(`document.querySelector('li.item[data-kind="model_call"] .cost').textContent`), "$")
 	require.Contains(t, b.eval(`document.querySelector('[data-total="cost_usd"]').textContent`), "$")
+	// The Web UI and the trace: the turn's latest run and its trace in
+	// the header, and each step's run.
+	last := tl.Runs[len(tl.Runs)-1]
+	require.Equal(t, "http://webui.example:8233/namespaces/"+e.Namespace+"/workflows/"+url.PathEscape(stream)+"/"+last.RunID+"/history", last.WebUI)
+	require.Equal(t, last.WebUI, b.eval(`document.getElementById("web-ui").getAttribute("href")`))
+	require.Equal(t, "http://traces.example/search?workflow="+url.QueryEscape(stream), b.eval(`document.getElementById("trace").getAttribute("href")`))
+	require.Equal(t, tl.Runs[0].WebUI, b.eval(`document.querySelector('li.item[data-seq="1"] a.item-web-ui').getAttribute("href")`))
+	require.Equal(t, last.WebUI, b.eval(fmt.Sprintf(`document.querySelector('li.item[data-seq="%d"] a.item-web-ui').getAttribute("href")`, len(tl.Items)-1)))
 	b.viewShot(b.dir, "turn-page", "#turn-header")
 	html := b.eval(`document.documentElement.outerHTML`)
 	require.NotContains(t, html, auditEmail, "the redacted email is not on the page")

@@ -197,6 +197,9 @@ type Options struct {
 	TemporalConnection client.Options
 	// Retention is the operator's TTLs (server.Config.Retention).
 	Retention agent.Retention
+	// WebUIURL and TraceURL are where a turn's timeline links its runs
+	// and its trace (server.Config.WebUIURL, TraceURL). Default: none.
+	WebUIURL, TraceURL string
 }
 
 // Server is a running test server. The embedded server.Server gives its
@@ -360,6 +363,8 @@ func (s *Server) config(t testing.TB, opts Options, st stack) server.Config {
 		HTTPBodyTimeout:          opts.HTTPBodyTimeout,
 		ModelLimits:              opts.ModelLimits,
 		Retention:                opts.Retention,
+		WebUIURL:                 opts.WebUIURL,
+		TraceURL:                 opts.TraceURL,
 		// A test's end does not wait for the activities its turns left
 		// running.
 		StopTimeout: time.Second,

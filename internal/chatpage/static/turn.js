@@ -248,6 +248,14 @@ function itemNode(item, tl) {
   const head = el("div", "item-head");
   head.append(el("span", "seq", "#" + item.seq), el("span", "kind", item.kind.replace("_", " ")),
     barNode(item, tl), el("span", "dur", P.duration(item.duration_ms)));
+  // The step's activity is in its run's history in the Web UI.
+  const run = (tl.runs || [])[item.run];
+  if (run && run.web_ui) {
+    const a = P.external(run.web_ui, "history");
+    a.className = "item-web-ui";
+    a.title = "run " + run.run_id + " in the Temporal Web UI";
+    head.append(a);
+  }
   li.append(head);
   if (item.kind === "model_call") modelCall(li, item);
   else if (item.kind === "tool_call") toolCall(li, item);
