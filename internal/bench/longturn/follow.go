@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,17 +29,17 @@ type follower struct {
 	duplicates int
 	resumes    int
 
-	starts, finishes map[int32]time.Time
-	prompt, cached   int64
-	toolCalls        int
-	text             strings.Builder
-	status           pb.Status
-	failure          string
+	finishes       map[int32]time.Time
+	prompt, cached int64
+	toolCalls      int
+	text           strings.Builder
+	status         pb.Status
+	failure        string
 }
 
 func newFollower(api pb.AgentServiceClient, streamID string) *follower {
 	return &follower{api: api, streamID: streamID, seen: make([]bool, 1, 1<<16),
-		starts: map[int32]time.Time{}, finishes: map[int32]time.Time{}}
+		finishes: map[int32]time.Time{}}
 }
 
 // resumeTries bounds the resumes in a row that fail before a follower
@@ -130,8 +128,6 @@ func (f *follower) take(ev *pb.StreamEvent, at time.Time) {
 	}
 	f.seen[i], f.last = true, max(f.last, i)
 	switch {
-	case ev.GetStepStart() != nil:
-		f.starts[ev.GetStepStart().GetStep()] = at
 	case ev.GetStepFinish() != nil:
 		s := ev.GetStepFinish()
 		f.finishes[s.GetStep()] = at
@@ -199,27 +195,4 @@ func (f *follower) missing(ctx context.Context) (last int64, missing int, err er
 		}
 	}
 	return last, missing, nil
-}
-
-// stepTimes are the times of the turn's first n model steps, in
-// milliseconds, as the follower saw them: each from the end of the step
-// before it (the first from its own start) to its end. Steps are numbered
-// by the turn (a tool call's result takes a number too), so they are
-// taken in the order of their numbers.
-func (f *follower) stepTimes(n int) []float64 {
-	steps := slices.Sorted(maps.Keys(f.finishes))
-	if len(steps) > n {
-		steps = steps[:n]
-	}
-	var out []float64
-	for i, step := range steps {
-		prev, ok := f.starts[step]
-		if i > 0 {
-			prev, ok = f.finishes[steps[i-1]], true
-		}
-		if ok {
-			out = append(out, float64(f.finishes[step].Sub(prev).Microseconds())/1000)
-		}
-	}
-	return out
 }

@@ -69,8 +69,6 @@ func TestFollowerCounts(t *testing.T) {
 	require.Equal(t, int64(3300), f.prompt)
 	require.Equal(t, int64(2048), f.cached)
 	require.Equal(t, 3, f.stepsDone())
-	require.Equal(t, []float64{10, 30, 5}, f.stepTimes(3))
-	require.Equal(t, []float64{10, 30}, f.stepTimes(2), "the first n steps")
 	unseen := 0
 	for i := int64(1); i <= f.last; i++ {
 		if !f.seen[i] {
@@ -123,4 +121,35 @@ func TestProcessFigures(t *testing.T) {
 	require.Greater(t, rss, 1.0)
 	_, err = cpuMS(-1)
 	require.Error(t, err)
+}
+
+// TestStepTimes: step times from the model's side are the gaps between
+// its requests, and the report takes medians and 99th percentiles of the
+// first and last thousand, and their ratio.
+func TestStepTimes(t *testing.T) {
+	m := &model{}
+	start := time.Unix(0, 0)
+	for _, gap := range []int{0, 10, 30, 5} {
+		start = start.Add(time.Duration(gap) * time.Millisecond)
+		m.arrivals = append(m.arrivals, start)
+	}
+	require.Equal(t, []float64{10, 30, 5}, m.stepTimes())
+
+	steps := make([]float64, 3000)
+	for i := range steps {
+		steps[i] = 10
+		if i >= 2000 {
+			steps[i] = 12
+		}
+	}
+	steps[999], steps[2999] = 100, 200
+	var r report
+	r.fromSteps(steps)
+	require.Equal(t, 10.0, r.StepP50First1000)
+	require.Equal(t, 12.0, r.StepP50Last1000)
+	require.Equal(t, 10.0, r.StepP99First1000, "one slow step in a thousand is above the 99th percentile")
+	require.Equal(t, 1.2, r.StepLastFirst)
+	require.Equal(t, 10.0, r.StepP50First100)
+	require.Equal(t, 12.0, r.StepP50Last100)
+	require.Equal(t, 100.0, percentile([]float64{1, 2, 100}, 0.99))
 }

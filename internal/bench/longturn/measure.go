@@ -38,10 +38,19 @@ type report struct {
 	Missing    int   `json:"missing"`
 	Resumes    int   `json:"resumes"`
 
-	StepP50First100 float64 `json:"step_ms_p50_first100"`
-	StepP50Last100  float64 `json:"step_ms_p50_last100"`
-	CPUPerStep      float64 `json:"cpu_ms_per_step"`
-	TemporalCPU     float64 `json:"temporal_cpu_ms_per_step"`
+	// Step times as the model saw them (model.stepTimes): the median of
+	// the first and last hundred (the keys the follower's times had), the
+	// median and 99th percentile of the first and last thousand, and
+	// last/first of the thousands' medians.
+	StepP50First100  float64 `json:"step_ms_p50_first100"`
+	StepP50Last100   float64 `json:"step_ms_p50_last100"`
+	StepP50First1000 float64 `json:"step_ms_p50_first1000"`
+	StepP99First1000 float64 `json:"step_ms_p99_first1000"`
+	StepP50Last1000  float64 `json:"step_ms_p50_last1000"`
+	StepP99Last1000  float64 `json:"step_ms_p99_last1000"`
+	StepLastFirst    float64 `json:"step_p50_last_over_first"`
+	CPUPerStep       float64 `json:"cpu_ms_per_step"`
+	TemporalCPU      float64 `json:"temporal_cpu_ms_per_step"`
 
 	ModelRequests     int     `json:"model_requests"`
 	MaxModelRequest   int     `json:"max_model_request_bytes"`
@@ -94,8 +103,9 @@ func measure(ctx context.Context, o options, st *stack, m *model) (report, error
 	steps := float64(max(1, f.stepsDone()))
 	r.CPUPerStep = round((after.cpu - before.cpu) / steps)
 	r.TemporalCPU = round((after.server - before.server) / steps)
-	r.fromFollower(f, o.calls)
+	r.fromFollower(f)
 	r.fromModel(m)
+	r.fromSteps(m.stepTimes())
 	if last, missing, err := f.missing(ctx); err != nil {
 		progress("%v", err)
 	} else {

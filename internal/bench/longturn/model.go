@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentflow/agentflow/internal/scripted"
 )
@@ -38,6 +39,9 @@ type model struct {
 	firstBytes, maxSize int
 	lastBytes           int
 	prompt, cached      int64
+	// arrivals are when each request came in, in order: a step's time,
+	// seen from the model's side, is from one request to the next.
+	arrivals []time.Time
 }
 
 func startModel(addr string, calls int) (*model, error) {
@@ -55,8 +59,10 @@ func startModel(addr string, calls int) (*model, error) {
 }
 
 func (m *model) saw(r scripted.Request) {
+	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.arrivals = append(m.arrivals, now)
 	m.requests++
 	if m.requests == 1 {
 		m.firstBytes = r.Bytes
@@ -93,4 +99,19 @@ agents:
     temperature: 0
     limits: {max_iterations: %d, turn_timeout_sec: 86400}
 `, prompt.String(), calls+1)
+}
+
+// stepTimes are the turn's step times in ms as the model saw them: from
+// each request's arrival to the next one's, the model's reply, the tool
+// call and the turn's own work between two calls. Unlike the follower's
+// times they do not depend on when events reach a client, which now come
+// in bursts.
+func (m *model) stepTimes() []float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]float64, 0, max(0, len(m.arrivals)-1))
+	for i := 1; i < len(m.arrivals); i++ {
+		out = append(out, float64(m.arrivals[i].Sub(m.arrivals[i-1]).Microseconds())/1000)
+	}
+	return out
 }

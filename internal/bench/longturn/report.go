@@ -59,15 +59,36 @@ func watchRSS(st *stack) func() float64 {
 	}
 }
 
-func (r *report) fromFollower(f *follower, calls int) {
+func (r *report) fromFollower(f *follower) {
 	r.ToolCalls, r.Duplicates, r.Resumes, r.Failure = f.toolCalls, f.duplicates, f.resumes, f.failure
 	r.InputTokens, r.CachedInputTokens = f.prompt, f.cached
 	if f.prompt > 0 {
 		r.CachedInputShare = float64(int64(float64(f.cached)/float64(f.prompt)*1000+0.5)) / 1000
 	}
-	steps := f.stepTimes(calls)
-	r.StepP50First100 = median(steps[:min(100, len(steps))])
-	r.StepP50Last100 = median(steps[max(0, len(steps)-100):])
+}
+
+// fromSteps fills the step times from the model's side.
+func (r *report) fromSteps(steps []float64) {
+	first := func(n int) []float64 { return steps[:min(n, len(steps))] }
+	last := func(n int) []float64 { return steps[max(0, len(steps)-n):] }
+	r.StepP50First100, r.StepP50Last100 = median(first(100)), median(last(100))
+	r.StepP50First1000, r.StepP99First1000 = median(first(1000)), percentile(first(1000), 0.99)
+	r.StepP50Last1000, r.StepP99Last1000 = median(last(1000)), percentile(last(1000), 0.99)
+	if r.StepP50First1000 > 0 {
+		r.StepLastFirst = float64(int64(r.StepP50Last1000/r.StepP50First1000*100+0.5)) / 100
+	}
+}
+
+// percentile is the value below which a share p of v falls (nearest
+// rank).
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.999999) - 1
+	return round(s[min(max(i, 0), len(s)-1)])
 }
 
 func (r *report) fromModel(m *model) {
