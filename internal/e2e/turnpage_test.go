@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentflow/agentflow/internal/chatpage"
-	"github.com/agentflow/agentflow/internal/timeline"
 	"github.com/agentflow/agentflow/internal/testserver"
+	"github.com/agentflow/agentflow/internal/timeline"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
 
