@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/agentflow/agentflow/internal/agent"
+	"github.com/agentflow/agentflow/internal/contract"
 	"github.com/agentflow/agentflow/internal/timeline"
 	pb "github.com/agentflow/agentflow/proto/agentflow/v1"
 )
@@ -59,7 +60,7 @@ func (h timelineRoutes) turn(w http.ResponseWriter, r *http.Request, params ...s
 	}
 	ctx := r.Context()
 	tenant, job = r.PathValue("tenant"), r.PathValue("job")
-	if tenant != TenantOf(ctx) || ownPerson(ctx, "turn", job) != nil {
+	if OwnStream(ctx, contract.TurnWorkflowID(tenant, job)) != nil {
 		// The store's own words for a turn it does not have.
 		h.a.Refuse(w, r, agent.Errorf(agent.CodeNotFound, "turn %q not found", job))
 		return nil, "", "", false
